@@ -1,0 +1,381 @@
+"""The tilec IR: immutable attrs nodes that mirror the .tile grammar one to one.
+
+Every pass consumes and produces this IR, and the printer writes it back as
+.tile text, so a dump taken between any two passes can be parsed again.  The
+nodes are deliberately syntactic (calls, names, indexing) rather than a zoo of
+typed operations: tile primitives, intrinsics, allocations and launch
+declarations are all `Call`s whose meaning comes from the tables in
+`tilec.compiler.builtins` and `tilec.compiler.intrinsics`.  That keeps the
+grammar, the printer and the round trip small, and lets a lowering pass write
+its output in exactly the notation a kernel author would use.
+
+Source spans ride along on every node but take no part in equality or hashing.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple, Union
+
+import attrs
+
+
+@attrs.frozen
+class Span:
+    """Where a node came from: 1-based line and column, end exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int = 0
+    end_col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+def _span():
+    return attrs.field(default=None, eq=False, hash=False, repr=False, kw_only=True)
+
+
+class Node:
+    """Base class for all IR nodes (expressions, statements, declarations)."""
+
+    span: Optional[Span]
+
+
+# --------------------------------------------------------------------------
+# Expressions
+# --------------------------------------------------------------------------
+
+
+class Expr(Node):
+    pass
+
+
+@attrs.frozen
+class Int(Expr):
+    value: int
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Float(Expr):
+    value: float
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Bool(Expr):
+    value: bool
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Str(Expr):
+    value: str
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Name(Expr):
+    """A reference to a variable, constant, buffer, helper or thread axis."""
+
+    id: str
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class DTypeLit(Expr):
+    """A dtype used as a value, e.g. the `f16` in `alloc((8, 8), f16)`."""
+
+    name: str
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Unary(Expr):
+    op: str  # "-", "not", "~"
+    operand: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Binary(Expr):
+    op: str  # + - * / // % << >> & | ^ and or == != < <= > >=
+    lhs: Expr
+    rhs: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Select(Expr):
+    """`a if cond else b`."""
+
+    cond: Expr
+    then: Expr
+    orelse: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Keyword(Node):
+    """A keyword argument `name=value`, or a `**value` splat when name is None."""
+
+    name: Optional[str]
+    value: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Call(Expr):
+    """A call of a dotted function name: a builtin, a tile primitive (with its
+    optional scope prefix, e.g. ``warp.gemm``), an intrinsic (``ptx.mbarrier.init``)
+    or an inline helper."""
+
+    func: str
+    args: Tuple[Expr, ...] = ()
+    kwargs: Tuple[Keyword, ...] = ()
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Method(Expr):
+    """`obj.name(args)`: buffer views (`.local`, `.view`, `.ptr_to`), the pool
+    (`.alloc`), schedulers (`.valid`, `.next_tile`)."""
+
+    obj: Expr
+    name: str
+    args: Tuple[Expr, ...] = ()
+    kwargs: Tuple[Keyword, ...] = ()
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Attr(Expr):
+    """`obj.name` without a call, e.g. `ts.m_idx`."""
+
+    obj: Expr
+    name: str
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Slice(Expr):
+    """`start:stop` inside an index; either bound may be omitted."""
+
+    start: Optional[Expr] = None
+    stop: Optional[Expr] = None
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Index(Expr):
+    """`base[i, j:k, ...]`: an element load, a region, or a store target."""
+
+    base: Expr
+    indices: Tuple[Expr, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class TupleExpr(Expr):
+    items: Tuple[Expr, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class ListExpr(Expr):
+    items: Tuple[Expr, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class DictExpr(Expr):
+    """`{"dispatch": "tma", "mbar": bar.ptr_to([0])}`: used with `**` splats."""
+
+    keys: Tuple[str, ...]
+    values: Tuple[Expr, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class LayoutIter(Node):
+    """One `extent:stride@axis` iterator of a layout literal.
+
+    `stride` is None in the shape-only form `S[8, 256]`, where strides are
+    implied row-major over memory.  `axis` is None for the memory axis `m`
+    written without an `@`."""
+
+    extent: Expr
+    stride: Optional[Expr] = None
+    axis: Optional[str] = None
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class LayoutLit(Expr):
+    """A layout in the seeds' notation:
+    ``SW[pe, sw, atom] * S[(shape) : (strides)] + R[ext : stride@axis] + O[off@axis]``.
+
+    The children are expressions so that symbolic extents (`BLK_N`) print back
+    as written; the fold pass turns them into integers and
+    `tilec.compiler.layout` gives the literal its meaning."""
+
+    shard: Tuple[LayoutIter, ...]
+    replica: Tuple[LayoutIter, ...] = ()
+    offset: Tuple[LayoutIter, ...] = ()  # `O[3@TCol]`: extent is Int(1), stride the offset
+    swizzle: Optional[Tuple[Expr, Expr, Expr]] = None
+    span: Optional[Span] = _span()
+
+
+# --------------------------------------------------------------------------
+# Statements
+# --------------------------------------------------------------------------
+
+
+class Stmt(Node):
+    pass
+
+
+@attrs.frozen
+class Assign(Stmt):
+    """`a = e`, `a, b = e1, e2`, `x: i32 = 0` (a typed mutable scalar), or a
+    buffer-element store `buf[i] = e`."""
+
+    targets: Tuple[Expr, ...]
+    value: Expr
+    type: Optional[str] = None
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class AugAssign(Stmt):
+    """`x op= e`."""
+
+    target: Expr
+    op: str
+    value: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Meta(Stmt):
+    """`meta name = expr`: a compile-time value substituted at each use (the
+    seeds' `T.meta_var`)."""
+
+    name: str
+    value: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class ExprStmt(Stmt):
+    expr: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class For(Stmt):
+    """`for v in range(a, b, s):` (a runtime loop) or `for v in unroll(...)`
+    (expanded at compile time).  `kind` is "range" or "unroll"."""
+
+    var: str
+    kind: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: Tuple[Stmt, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class If(Stmt):
+    cond: Expr
+    then: Tuple[Stmt, ...]
+    orelse: Tuple[Stmt, ...] = ()
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class While(Stmt):
+    cond: Expr
+    body: Tuple[Stmt, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Pass(Stmt):
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class InlineDef(Stmt):
+    """`inline def name(params):` a helper expanded at each call site, seeing
+    the variables of its enclosing scope (the seeds' `@T.inline`)."""
+
+    name: str
+    params: Tuple[str, ...]
+    body: Tuple[Stmt, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class TensorMap(Stmt):
+    """A TMA descriptor the host encodes before launch, written by plan-tma at
+    the top of the kernel body:
+
+    ``tensormap A_tmap0 = tensormap(A, f16, dims=(64, 8, 4), strides=(512, 128),
+    box=(64, 8, 4), elem_strides=(1, 1, 1), interleave="none", swizzle="128B",
+    l2_promotion="128B", oob_fill="zero")``
+
+    dims, box and elem_strides are innermost first; strides are in bytes and
+    leave out the innermost dimension's (it is the element size)."""
+
+    name: str
+    value: Call
+    span: Optional[Span] = _span()
+
+
+# --------------------------------------------------------------------------
+# Declarations
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Param(Node):
+    """A kernel parameter: a global buffer (`dtype[shape] layout L`) when
+    `shape` is not None, else a scalar of `dtype`."""
+
+    name: str
+    dtype: str
+    shape: Optional[Tuple[Expr, ...]] = None
+    layout: Optional[Expr] = None
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Kernel(Node):
+    name: str
+    params: Tuple[Param, ...]
+    body: Tuple[Stmt, ...]
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Const(Node):
+    """`const NAME = expr` at module level; overridable with `-D NAME=VALUE`."""
+
+    name: str
+    value: Expr
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
+class Module(Node):
+    target: Optional[str]
+    consts: Tuple[Const, ...]
+    helpers: Tuple[InlineDef, ...]
+    kernels: Tuple[Kernel, ...]
+    span: Optional[Span] = _span()
+
+
+AnyNode = Union[Expr, Stmt, Param, Kernel, Const, Module, Keyword, LayoutIter]
