@@ -1,0 +1,159 @@
+"""The `tilec` command: compile a .tile file to PTX and kernel.json.
+
+Exit status: 0 on success, 1 for a mistake in the user's program or command
+line (reported GCC-style, without a traceback), 2 for an internal compiler
+error (any other exception: a bug in tilec, reported with a hint to rerun
+with --traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional, Sequence
+
+from tilec import __version__
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.passmanager import ALL, Options
+from tilec.compiler.pipeline import compile_source, pass_manager
+from tilec.compiler.printer import print_module
+from tilec.compiler.targets import TARGETS
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a bad command line is a user error (exit 1), like any other."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(1, f"tilec: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog="tilec", description="Compile a .tile program to PTX.")
+    p.add_argument("file", nargs="?", help="the .tile source file")
+    p.add_argument("-o", dest="output", metavar="FILE",
+                   help="output file ('-' for stdout); default: FILE.ptx next to the source "
+                        "for --emit ptx, stdout otherwise")
+    p.add_argument("--target", choices=sorted(TARGETS), help="overrides the file's `target` line (default sm_90a)")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="override `const NAME` (repeatable)")
+    p.add_argument("--emit", choices=("ptx", "ir", "meta"), default="ptx",
+                   help="what to write: PTX (plus kernel.json beside it), the IR as .tile text, "
+                        "or the kernel metadata JSON")
+    p.add_argument("--dump-ir-after", metavar="all|P1,P2", help="print the IR after these passes")
+    p.add_argument("--dump-ir-before", metavar="all|P1,P2", help="print the IR before these passes")
+    p.add_argument("--dump-dir", metavar="DIR",
+                   help="write dumps as numbered files DIR/NN-pass.tile (default: after every pass)")
+    p.add_argument("--stop-after", metavar="P", help="stop the pipeline after pass P")
+    p.add_argument("--time-passes", action="store_true", help="print the wall time of each pass")
+    p.add_argument("--print-pipeline", action="store_true",
+                   help="print the ordered passes with what they require and provide, and exit")
+    p.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
+    p.add_argument("--traceback", action="store_true", help="show Python tracebacks for errors")
+    p.add_argument("--version", action="version", version=f"tilec {__version__}")
+    return p
+
+
+def _pass_list(text: Optional[str]) -> frozenset:
+    if not text:
+        return frozenset()
+    return frozenset(name.strip() for name in text.split(",") if name.strip())
+
+
+def _defines(items: Sequence[str]) -> dict:
+    defines = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise TilecError(f"-D {item}: expected NAME=VALUE")
+        defines[name.strip()] = value
+    return defines
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parser().parse_args(argv)
+    sources = {}
+    try:
+        return _run(args, sources)
+    except TilecError as err:
+        if args.traceback:
+            traceback.print_exc()
+        sys.stderr.write(err.render(sources) + "\n")
+        return 1
+    except Exception:  # noqa: BLE001 - anything else is a bug in tilec
+        if args.traceback:
+            traceback.print_exc()
+        kind, value, _ = sys.exc_info()
+        sys.stderr.write(f"tilec: internal compiler error: {kind.__name__}: {value}\n")
+        if not args.traceback:
+            sys.stderr.write("This is a bug in tilec; rerun with --traceback for the full traceback.\n")
+        return 2
+
+
+def _run(args, sources: dict) -> int:
+    if args.print_pipeline:
+        sys.stdout.write(pass_manager().describe())
+        return 0
+    if args.file is None:
+        raise TilecError("no input file")
+    path = Path(args.file)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise TilecError(f"cannot read '{args.file}': {reason}") from None
+    sources[args.file] = text
+    dump_before, dump_after = _pass_list(args.dump_ir_before), _pass_list(args.dump_ir_after)
+    if args.dump_dir and not (dump_before or dump_after):
+        dump_after = frozenset({ALL})
+    options = Options(
+        dump_before=dump_before,
+        dump_after=dump_after,
+        dump_dir=args.dump_dir,
+        stop_after=args.stop_after,
+        time_passes=args.time_passes,
+        verify_each=args.verify_each,
+    )
+    result = compile_source(
+        text, filename=args.file, target=args.target, defines=_defines(args.defines), options=options
+    )
+    if args.emit == "ir":
+        _write(args.output, print_module(result.module))
+        return 0
+    if args.emit == "meta":
+        _require(result.meta, "kernel metadata", args.stop_after)
+        _write(args.output, _json(result.meta))
+        return 0
+    _require(result.ptx, "PTX", args.stop_after)
+    output = args.output or str(path.with_suffix(".ptx"))
+    if output != "-":
+        _require(result.meta, "kernel metadata", args.stop_after)
+        _write(str(Path(output).with_suffix(".json")), _json(result.meta))
+    _write(output, result.ptx)
+    return 0
+
+
+def _require(artifact, what: str, stop_after: Optional[str]) -> None:
+    if artifact is None:
+        where = f"--stop-after {stop_after} stops" if stop_after else "the pipeline stopped"
+        raise TilecError(f"no {what} to write: {where} before emit-ptx (use --emit ir)")
+
+
+def _json(meta: dict) -> str:
+    return json.dumps(meta, indent=2) + "\n"
+
+
+def _write(output: Optional[str], text: str) -> None:
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise TilecError(f"cannot write '{output}': {err.strerror or err}") from None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

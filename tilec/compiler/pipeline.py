@@ -1,0 +1,72 @@
+"""The default pipeline and `compile_source`, the one entry point the driver,
+the tests and the runtime use to compile.
+
+The passes are listed in the order they were designed to run; the pass
+manager re-derives that order from their requires/provides, so this list is
+a registry, not a schedule.
+"""
+from __future__ import annotations
+
+from typing import Optional, Union
+
+import attrs
+
+from tilec.compiler import ir, targets
+from tilec.compiler.passmanager import Options, PassContext, PassManager
+from tilec.compiler.verifier import verify
+from tilec.passes.expand_inline import ExpandInline
+from tilec.passes.fold_constants import FoldConstants
+from tilec.passes.infer_scope import InferScope
+from tilec.passes.parse import Parse
+from tilec.passes.plan_smem import PlanSmem
+
+
+def default_passes() -> list:
+    return [
+        Parse(),
+        ExpandInline(),
+        FoldConstants(),
+        InferScope(),
+        PlanSmem(),
+    ]
+
+
+def pass_manager() -> PassManager:
+    """The default pipeline, verified after `parse` (and after every pass
+    with `Options.verify_each`)."""
+    return PassManager(
+        default_passes(),
+        verify=lambda module, ctx: verify(module, ctx.target, ctx.defines),
+        verify_after=("parse",),
+    )
+
+
+@attrs.frozen
+class CompileResult:
+    module: ir.Module  # the IR after the last pass run
+    ptx: Optional[str]  # None when the pipeline stopped before emit-ptx
+    meta: Optional[dict]  # the kernel.json contents, likewise
+    timings: dict  # pass name -> wall seconds
+
+
+def compile_source(
+    text: str,
+    filename: str = "<string>",
+    target: Union[str, targets.Target, None] = None,
+    defines: Optional[dict] = None,
+    options: Optional[Options] = None,
+) -> CompileResult:
+    """Compile .tile source.  The target is `target` when given, else the
+    file's `target` line, else sm_90a.  `defines` overrides consts like `-D`
+    (values are ints, floats, or their text)."""
+    if isinstance(target, str):
+        target = targets.target(target)
+    ctx = PassContext(
+        target=target,
+        filename=filename,
+        source=text,
+        defines=dict(defines or {}),
+        options=options or Options(),
+    )
+    module = pass_manager().run(None, ctx)
+    return CompileResult(module, ctx.artifacts.get("ptx"), ctx.artifacts.get("meta"), dict(ctx.timings))

@@ -1,0 +1,127 @@
+"""The verifier: is this module a well-formed program for this target?
+
+It runs after `parse` (so mistakes are reported before any lowering) and,
+with `--verify-each`, after every pass (so a pass that writes a malformed
+program is caught where it does so).  Most facts come from the analysis
+every later pass also relies on, `tilec.compiler.symbols`: names, the kind
+and type of each, builtin and intrinsic signatures, buffer declarations,
+launch ids.  On top of that it checks what no single pass owns:
+
+- every intrinsic exists on the target (`ptx.tcgen05.*` on sm_90a is an
+  error here, not a ptxas failure later);
+- every layout literal of a buffer means something and fits its shape;
+- tile-primitive operands: regions inside their buffers, a copy's two sides
+  of equal dtype, and the non-unit extents of copy and cast operands equal.
+
+The module is checked as it will be compiled: consts (with the `-D`
+values), meta values and inline helpers substituted, constants folded --
+a program straight from the parser is expanded first, on a copy.  So a
+mistake inside an inline helper is reported at its call's expansion, and a
+helper that is never called is not checked, as in Python.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from tilec.compiler import intrinsics, ir, visit
+from tilec.compiler.builtins import tile_primitive
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.layout_ir import to_layout
+from tilec.compiler.symbols import KernelSymbols, analyze_kernel
+from tilec.compiler.targets import Target
+from tilec.passes.expand_inline import expand_module
+from tilec.passes.fold_constants import fold
+
+_SAME_SHAPE = ("copy", "copy_async", "cast")
+_SAME_DTYPE = ("copy", "copy_async")
+
+
+def verify(module: ir.Module, target: Target, defines: Optional[dict] = None) -> None:
+    """Raise a located `TilecError` for the first problem found."""
+    module = fold(expand_module(module, defines or {}))
+    seen = {}
+    for k in module.kernels:
+        if k.name in seen:
+            raise TilecError(f"kernel '{k.name}' is defined twice (first on line {seen[k.name]})", k.span)
+        seen[k.name] = k.span.line if k.span else "?"
+        syms = analyze_kernel(k, module, target)
+        for buf in syms.buffers.values():
+            if isinstance(buf.layout, ir.LayoutLit):
+                to_layout(buf.layout, buf.shape)
+        for node in visit.walk(k):
+            if isinstance(node, ir.Call):
+                _check_call(node, syms, target)
+
+
+def _check_call(call: ir.Call, syms: KernelSymbols, target: Target) -> None:
+    if intrinsics.is_intrinsic_name(call.func):
+        intrinsics.lookup(call.func, call.span).check_target(target, call.span)
+        return
+    op = tile_primitive(call.func)
+    if op is None:
+        return
+    regions = [(arg, syms.buffer_of(arg)) for arg in call.args if _names_buffer(arg, syms)]
+    extents = [_region_extents(arg, buf) for arg, buf in regions]
+    if op in _SAME_DTYPE and len(regions) >= 2:
+        (_, dst), (_, src) = regions[:2]
+        if dst.dtype != src.dtype:
+            raise TilecError(
+                f"{call.func}: '{dst.name}' is {dst.dtype} but '{src.name}' is {src.dtype} "
+                "(use cast to convert)",
+                call.span,
+            )
+    if op in _SAME_SHAPE and len(extents) >= 2 and None not in extents[:2]:
+        dst, src = ([e for e in ext if e != 1] for ext in extents[:2])
+        if dst != src:
+            raise TilecError(
+                f"{call.func}: the destination region has extents {tuple(extents[0])} but the "
+                f"source region {tuple(extents[1])}",
+                call.span,
+            )
+
+
+def _names_buffer(arg: ir.Expr, syms: KernelSymbols) -> bool:
+    base = arg.base if isinstance(arg, ir.Index) else arg
+    if not isinstance(base, ir.Name):
+        return False
+    sym = syms.symbols.get(base.id)
+    return sym is not None and sym.buffer is not None
+
+
+def _region_extents(arg: ir.Expr, buf) -> Optional[list]:
+    """The extent of each dimension of a region (`A[0:64, k]`: [64, 1]), or
+    None when some extent is not a compile-time number.  A slice with
+    literal bounds is checked against the buffer's shape."""
+    if not isinstance(arg, ir.Index):
+        return list(buf.shape)
+    if len(arg.indices) != len(buf.shape):
+        raise TilecError(
+            f"'{buf.name}' has {len(buf.shape)} dimension(s), indexed with {len(arg.indices)}", arg.span
+        )
+    out = []
+    for dim, (index, size) in enumerate(zip(arg.indices, buf.shape)):
+        if not isinstance(index, ir.Slice):
+            if isinstance(index, ir.Int) and not 0 <= index.value < size:
+                raise TilecError(
+                    f"index {index.value} is out of bounds for dimension {dim} of '{buf.name}' (size {size})",
+                    index.span or arg.span,
+                )
+            out.append(1)
+            continue
+        start = index.start if index.start is not None else ir.Int(0)
+        stop = index.stop if index.stop is not None else ir.Int(size)
+        if isinstance(start, ir.Int) and isinstance(stop, ir.Int):
+            if not 0 <= start.value < stop.value <= size:
+                raise TilecError(
+                    f"slice {start.value}:{stop.value} is out of bounds for dimension {dim} of "
+                    f"'{buf.name}' (size {size})",
+                    index.span or arg.span,
+                )
+            out.append(stop.value - start.value)
+        elif (
+            isinstance(stop, ir.Binary) and stop.op == "+" and stop.lhs == start and isinstance(stop.rhs, ir.Int)
+        ):
+            out.append(stop.rhs.value)
+        else:
+            return None
+    return out

@@ -1,0 +1,364 @@
+"""The `expand-inline` pass: everything that is substitution rather than code.
+
+After it, a kernel mentions no const, meta value or inline helper:
+
+- `-D NAME=VALUE` replaces the value of `const NAME` (overriding a const the
+  file does not define is an error, since it is almost always a typo);
+- const and `meta` names are replaced by their (already expanded) values at
+  each use, so `meta tid = warp * 32 + lane` turns `if tid == 0` into the
+  guard the scope inference recognises;
+- a call statement of an `inline def` helper is replaced by the helper's body,
+  its parameters bound to the argument expressions.  The body sees the
+  caller's names at the call site, as a Python closure would; names the
+  helper binds itself are renamed when they would capture a caller's
+  variable (a helper's `for s in ...` inside the caller's `for s in ...`);
+- `**cfg` splats of dict values become keyword arguments.
+
+Block structure scopes metas and helpers: a `meta` inside a loop body is not
+visible after the loop.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import attrs
+
+from tilec.compiler import ir, visit
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.passmanager import Pass, PassContext
+from tilec.passes.dispatch.registry import NameGen
+
+
+@attrs.frozen
+class _Binding:
+    """What a substituted name stands for: kind is "const", "meta", "param"
+    (of the helper `owner`) or "helper" (value is then the InlineDef)."""
+
+    kind: str
+    value: object
+    owner: str = ""
+
+
+_INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def parse_define_value(name: str, value, span: Optional[ir.Span] = None) -> ir.Expr:
+    """The expression a `-D NAME=VALUE` stands for: an int (decimal or hex), a
+    float, True/False, a dtype, or another name (a const, `SWIZZLE_128B_ATOM`)."""
+    text = str(value).strip()
+    if _INT.fullmatch(text):
+        return ir.Int(int(text, 0), span=span)
+    if _FLOAT.fullmatch(text):
+        return ir.Float(float(text), span=span)
+    if text in ("True", "False"):
+        return ir.Bool(text == "True", span=span)
+    if text in DTYPES:
+        return ir.DTypeLit(text, span=span)
+    if _NAME.fullmatch(text):
+        return ir.Name(text, span=span)
+    raise TilecError(f"-D {name}={text}: expected an integer, a float or a name")
+
+
+def apply_defines(consts, defines: dict) -> tuple:
+    """The consts with the `-D` values in place of the written ones."""
+    by_name = {c.name: c for c in consts}
+    for name in defines:
+        if name not in by_name:
+            known = ", ".join(by_name) or "none"
+            raise TilecError(f"-D {name}: the program has no const named '{name}' (consts: {known})")
+    return tuple(
+        attrs.evolve(c, value=parse_define_value(c.name, defines[c.name], c.value.span))
+        if c.name in defines
+        else c
+        for c in consts
+    )
+
+
+class ExpandInline(Pass):
+    name = "expand-inline"
+    requires = frozenset({"parsed"})
+    provides = frozenset({"expanded"})
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
+        return expand_module(module, ctx.defines)
+
+
+def expand_module(module: ir.Module, defines: dict) -> ir.Module:
+    env: dict = {}
+    consts = []
+    for c in apply_defines(module.consts, defines):
+        if c.name in env:
+            raise TilecError(f"const '{c.name}' is defined twice", c.span)
+        value = _Expander(env, set()).subst(c.value, env)
+        env[c.name] = _Binding("const", value)
+        consts.append(attrs.evolve(c, value=value))
+    for h in module.helpers:
+        if h.name in env:
+            raise TilecError(f"'{h.name}' is defined twice", h.span)
+        env[h.name] = _Binding("helper", h)
+    everything = set(env) | _names(module)
+    kernels = tuple(_Expander(env, everything).kernel(k) for k in module.kernels)
+    return attrs.evolve(module, consts=tuple(consts), helpers=(), kernels=kernels)
+
+
+def _names(node: ir.Node, skip_helper_bodies: bool = False) -> set:
+    """Every name that occurs in `node`: referenced, bound or declared."""
+    names = set()
+
+    def visit_node(n):
+        if isinstance(n, ir.Name):
+            names.add(n.id)
+        elif isinstance(n, ir.For):
+            names.add(n.var)
+        elif isinstance(n, (ir.Param, ir.Meta, ir.InlineDef)):
+            names.add(n.name)
+        if isinstance(n, ir.InlineDef):
+            if skip_helper_bodies:
+                return
+            names.update(n.params)
+        for child in visit.children(n):
+            visit_node(child)
+
+    visit_node(node)
+    return names
+
+
+class _Expander:
+    """Expands one kernel.  A helper's locals are renamed away from `outside`
+    (the names the kernel itself uses) and `bound` (every variable bound so
+    far, including earlier expansions' locals); fresh names avoid every name
+    `used` anywhere in the module."""
+
+    def __init__(self, env: dict, used: set):
+        self.globals = env
+        self.names = NameGen(used)
+        self.bound: set = set()
+        self.outside: set = set()
+
+    # -- expressions -------------------------------------------------------
+
+    def subst(self, expr: ir.Expr, env: dict) -> ir.Expr:
+        def fn(node):
+            if isinstance(node, ir.Name):
+                b = env.get(node.id)
+                if b is None:
+                    return node
+                if b.kind == "helper":
+                    raise TilecError(f"inline helper '{node.id}' is not a value", node.span)
+                return attrs.evolve(b.value, span=node.span) if node.span else b.value
+            if isinstance(node, ir.Call):
+                b = env.get(node.func)
+                if b is not None and b.kind == "helper":
+                    raise TilecError(
+                        f"inline helper '{node.func}' can only be called as a statement", node.span
+                    )
+            if isinstance(node, (ir.Call, ir.Method)):
+                return attrs.evolve(node, kwargs=_expand_splats(node.kwargs))
+            return node
+
+        return visit.transform(expr, fn)
+
+    # -- statements --------------------------------------------------------
+
+    def kernel(self, k: ir.Kernel) -> ir.Kernel:
+        self.outside = _names(k, skip_helper_bodies=True)
+        env = dict(self.globals)
+        params = []
+        for p in k.params:
+            self._check_bindable(p.name, env, p.span)
+            self.bound.add(p.name)
+            params.append(
+                attrs.evolve(
+                    p,
+                    shape=None if p.shape is None else tuple(self.subst(e, env) for e in p.shape),
+                    layout=None if p.layout is None else self.subst(p.layout, env),
+                )
+            )
+        body = self.block(k.body, env, ())
+        return attrs.evolve(k, params=tuple(params), body=body)
+
+    def block(self, stmts, env: dict, stack: tuple) -> tuple:
+        env = dict(env)
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s, env, stack))
+        return tuple(out)
+
+    def stmt(self, s: ir.Stmt, env: dict, stack: tuple) -> list:
+        if isinstance(s, ir.Assign):
+            value = self.subst(s.value, env)
+            targets = tuple(self.target(t, env) for t in s.targets)
+            return [attrs.evolve(s, targets=targets, value=value)]
+        if isinstance(s, ir.AugAssign):
+            if isinstance(s.target, ir.Name):
+                self._check_bindable(s.target.id, env, s.target.span)
+                target = s.target
+            else:
+                target = self.target(s.target, env)
+            return [attrs.evolve(s, target=target, value=self.subst(s.value, env))]
+        if isinstance(s, ir.Meta):
+            b = env.get(s.name)
+            if b is not None and b.kind != "meta":
+                self._check_bindable(s.name, env, s.span)
+            if s.name in self.bound:
+                raise TilecError(f"'{s.name}' is a variable; a meta value needs another name", s.span)
+            env[s.name] = _Binding("meta", self.subst(s.value, env))
+            return []
+        if isinstance(s, ir.InlineDef):
+            self._check_bindable(s.name, env, s.span)
+            env[s.name] = _Binding("helper", s)
+            return []
+        if isinstance(s, ir.ExprStmt):
+            e = s.expr
+            if isinstance(e, ir.Call) and env.get(e.func, _Binding("", None)).kind == "helper":
+                return self.inline(e, env, stack)
+            return [attrs.evolve(s, expr=self.subst(e, env))]
+        if isinstance(s, ir.For):
+            self._check_bindable(s.var, env, s.span)
+            self.bound.add(s.var)
+            return [
+                attrs.evolve(
+                    s,
+                    start=self.subst(s.start, env),
+                    stop=self.subst(s.stop, env),
+                    step=self.subst(s.step, env),
+                    body=self.block(s.body, env, stack),
+                )
+            ]
+        if isinstance(s, ir.If):
+            return [
+                attrs.evolve(
+                    s,
+                    cond=self.subst(s.cond, env),
+                    then=self.block(s.then, env, stack),
+                    orelse=self.block(s.orelse, env, stack),
+                )
+            ]
+        if isinstance(s, ir.While):
+            return [
+                attrs.evolve(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
+            ]
+        if isinstance(s, ir.TensorMap):
+            return [attrs.evolve(s, value=self.subst(s.value, env))]
+        return [s]  # Pass
+
+    def target(self, t: ir.Expr, env: dict) -> ir.Expr:
+        """An assignment target: names are bound, stores have their indices expanded."""
+        if isinstance(t, ir.Name):
+            self._check_bindable(t.id, env, t.span)
+            self.bound.add(t.id)
+            return t
+        if isinstance(t, ir.TupleExpr):
+            return attrs.evolve(t, items=tuple(self.target(i, env) for i in t.items))
+        return self.subst(t, env)
+
+    def _check_bindable(self, name: str, env: dict, span) -> None:
+        b = env.get(name)
+        if b is None:
+            return
+        what = {
+            "const": f"'{name}' is a const",
+            "meta": f"'{name}' is a meta value",
+            "param": f"'{name}' is a parameter of inline helper '{b.owner}'",
+            "helper": f"'{name}' is an inline helper",
+        }[b.kind]
+        raise TilecError(f"{what} and cannot be assigned", span)
+
+    # -- helpers -----------------------------------------------------------
+
+    def inline(self, call: ir.Call, env: dict, stack: tuple) -> list:
+        helper: ir.InlineDef = env[call.func].value
+        if helper.name in stack:
+            chain = " -> ".join(stack + (helper.name,))
+            raise TilecError(f"inline helper '{helper.name}' calls itself ({chain})", call.span)
+        args = [self.subst(a, env) for a in call.args]
+        kwargs = _expand_splats(
+            tuple(attrs.evolve(k, value=self.subst(k.value, env)) for k in call.kwargs)
+        )
+        values = self._bind_arguments(helper, call, args, kwargs)
+        taken = self.bound | self.outside
+        for v in values.values():
+            taken |= {n.id for n in visit.walk(v) if isinstance(n, ir.Name)}
+        body = self._rename_locals(helper, taken)
+        body_env = dict(env)
+        for p, v in values.items():
+            body_env[p] = _Binding("param", v, helper.name)
+        return list(self.block(body, body_env, stack + (helper.name,)))
+
+    def _bind_arguments(self, helper: ir.InlineDef, call: ir.Call, args, kwargs) -> dict:
+        params = helper.params
+        if len(args) > len(params):
+            raise TilecError(
+                f"inline helper '{helper.name}' takes {len(params)} argument"
+                f"{'' if len(params) == 1 else 's'} but {len(args)} were given",
+                call.span,
+            )
+        values = dict(zip(params, args))
+        for k in kwargs:
+            if k.name not in params:
+                raise TilecError(
+                    f"inline helper '{helper.name}' has no parameter '{k.name}'", k.span or call.span
+                )
+            if k.name in values:
+                raise TilecError(
+                    f"argument '{k.name}' of inline helper '{helper.name}' is given twice",
+                    k.span or call.span,
+                )
+            values[k.name] = k.value
+        missing = [p for p in params if p not in values]
+        if missing:
+            raise TilecError(
+                f"inline helper '{helper.name}' is missing argument"
+                f"{'' if len(missing) == 1 else 's'} {', '.join(repr(m) for m in missing)}",
+                call.span,
+            )
+        return {p: values[p] for p in params}
+
+    def _rename_locals(self, helper: ir.InlineDef, taken: set) -> tuple:
+        """The helper's body with each variable it binds renamed to a fresh
+        name when the caller already uses that name."""
+        local = set()
+        for n in (n for s in helper.body for n in visit.walk(s)):
+            if isinstance(n, ir.For):
+                local.add(n.var)
+            elif isinstance(n, ir.Assign):
+                for t in n.targets:
+                    items = t.items if isinstance(t, ir.TupleExpr) else (t,)
+                    local.update(i.id for i in items if isinstance(i, ir.Name))
+        renames = {name: self.names.fresh(name) for name in sorted(local & taken - set(helper.params))}
+        if not renames:
+            return helper.body
+
+        def fn(node):
+            if isinstance(node, ir.Name) and node.id in renames:
+                return attrs.evolve(node, id=renames[node.id])
+            if isinstance(node, ir.For) and node.var in renames:
+                return attrs.evolve(node, var=renames[node.var])
+            return node
+
+        return tuple(visit.transform(s, fn) for s in helper.body)
+
+
+def _expand_splats(kwargs: tuple) -> tuple:
+    """`**{"a": 1}` becomes `a=1`; a keyword given twice is an error."""
+    out = []
+    for k in kwargs:
+        if k.name is not None:
+            out.append(k)
+            continue
+        if not isinstance(k.value, ir.DictExpr):
+            raise TilecError("'**' needs a dict (a meta value bound to {...})", k.value.span or k.span)
+        out.extend(
+            ir.Keyword(key, value, span=value.span or k.span)
+            for key, value in zip(k.value.keys, k.value.values)
+        )
+    seen = set()
+    for k in out:
+        if k.name in seen:
+            raise TilecError(f"keyword argument '{k.name}' is given twice", k.span)
+        seen.add(k.name)
+    return tuple(out)

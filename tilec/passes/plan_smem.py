@@ -1,0 +1,161 @@
+"""The `plan-smem` pass: shared-memory pools become one dynamic arena.
+
+`pool = smem_pool()` with `pool.alloc(...)`, `pool.move_base_to(...)` and
+`pool.commit()` is a compile-time bump allocator.  This pass writes its
+result out: the pool becomes one byte array in dynamic shared memory,
+
+    pool = alloc((99328,), u8, scope="shared.dyn", align=1024)
+
+and each allocation a view of it at a fixed offset,
+
+    Asmem = decl_buffer((128, 64), f16, data=pool, elem_offset=512, layout=...)
+
+so later passes and the emitter see plain buffers with known addresses.  The
+offsets are the ones `tilec.compiler.symbols` computes (the one model of the
+allocator: 1024-byte arena base, 16-byte default alignment, no moving back),
+after this pass raises the alignment of every shared buffer with a swizzled
+layout to the swizzle's period: the hardware XORs absolute address bits
+(bits 4-6 with 7-9 for the 128-byte mode), so a swizzled tile must start on a
+multiple of 8 swizzle rows -- 1024 bytes for 128B, 512 for 64B, 256 for 32B.
+The arena size of each kernel is left in `ctx.artifacts["dynamic_smem"]`.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+from tilec.compiler import ir
+from tilec.compiler.builtins import BUILTINS, METHODS
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.passmanager import Pass, PassContext
+from tilec.compiler.swizzle import Swizzle
+from tilec.compiler.symbols import analyze_kernel
+
+_SHARED_ALLOCS = ("alloc", "alloc_shared")
+
+
+class PlanSmem(Pass):
+    name = "plan-smem"
+    requires = frozenset({"folded"})
+    provides = frozenset({"smem-planned"})
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
+        sizes = ctx.artifacts.setdefault("dynamic_smem", {})
+        kernels = []
+        for k in module.kernels:
+            k = attrs.evolve(k, body=_map_block(k.body, _align_swizzled))
+            syms = analyze_kernel(k, module, ctx.target)
+            sizes[k.name] = syms.dynamic_smem
+            kernels.append(attrs.evolve(k, body=_map_block(k.body, lambda s: _lower_pool(s, syms))))
+        return attrs.evolve(module, kernels=tuple(kernels))
+
+
+def _map_block(stmts, fn) -> tuple:
+    """`fn` on every statement, nested ones too; it returns a list (empty to drop)."""
+    out = []
+    for s in stmts:
+        changes = {}
+        for field in ("body", "then", "orelse"):
+            value = getattr(s, field, None)
+            if isinstance(value, tuple) and value:
+                changes[field] = _map_block(value, fn) or (ir.Pass(span=value[0].span),)
+        out.extend(fn(attrs.evolve(s, **changes) if changes else s))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------
+# Swizzle alignment
+# --------------------------------------------------------------------------
+
+
+def swizzle_alignment(layout: Optional[ir.Expr], dtype: str) -> int:
+    """The byte alignment a buffer with this layout needs: the swizzle's
+    period (one atom of 8 rows), or 1 when the layout does not swizzle."""
+    if not isinstance(layout, ir.LayoutLit) or layout.swizzle is None:
+        return 1
+    if not all(isinstance(e, ir.Int) for e in layout.swizzle):
+        return 1
+    period = Swizzle(*(e.value for e in layout.swizzle)).period
+    return max(1, period * DTYPES[dtype].bits // 8)
+
+
+def _align_swizzled(s: ir.Stmt) -> list:
+    """Raise the `align=` of a shared allocation with a swizzled layout."""
+    if not (isinstance(s, ir.Assign) and len(s.targets) == 1):
+        return [s]
+    call = s.value
+    if isinstance(call, ir.Method) and call.name == "alloc":
+        row = METHODS[("pool", "alloc")]
+    elif isinstance(call, ir.Call) and call.func in _SHARED_ALLOCS:
+        row = BUILTINS[call.func]
+    else:
+        return [s]
+    what = "pool.alloc" if isinstance(call, ir.Method) else call.func
+    bound = row.signature.bind(what, call.args, call.kwargs, call.span)
+    dtype, scope = bound["dtype"], bound.get("scope")
+    if not isinstance(dtype, ir.DTypeLit) or dtype.name not in DTYPES:
+        return [s]
+    if isinstance(scope, ir.Str) and not scope.value.startswith("shared"):
+        return [s]
+    need = swizzle_alignment(bound["layout"], dtype.name)
+    given = bound["align"]
+    if need == 1 or not isinstance(given, (ir.Int, int)) or _value(given) >= need:
+        return [s]
+    kwargs = tuple(k for k in call.kwargs if k.name != "align") + (ir.Keyword("align", ir.Int(need)),)
+    return [attrs.evolve(s, value=attrs.evolve(call, kwargs=kwargs))]
+
+
+# --------------------------------------------------------------------------
+# Pool lowering
+# --------------------------------------------------------------------------
+
+
+def _lower_pool(s: ir.Stmt, syms) -> list:
+    if isinstance(s, ir.ExprStmt) and _pool_method(s.expr, syms) in ("move_base_to", "commit"):
+        return []
+    if not (isinstance(s, ir.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ir.Name)):
+        return [s]
+    name = s.targets[0].id
+    value = s.value
+    if isinstance(value, ir.Call) and value.func == "smem_pool":
+        pool = syms.pools[name]
+        if pool.cursor == 0:
+            return []
+        arena = ir.Call(
+            "alloc",
+            (ir.TupleExpr((ir.Int(pool.cursor),)), ir.DTypeLit("u8")),
+            (ir.Keyword("scope", ir.Str("shared.dyn")), ir.Keyword("align", ir.Int(1024))),
+            span=value.span,
+        )
+        return [attrs.evolve(s, value=arena)]
+    if _pool_method(value, syms) == "alloc":
+        pool = syms.pools[value.obj.id]
+        buf = syms.buffers[name]
+        offset = (buf.byte_offset - pool.base) // buf.elem_bytes
+        kwargs = [
+            ir.Keyword("data", ir.Name(pool.name)),
+            ir.Keyword("elem_offset", ir.Int(offset)),
+        ]
+        if buf.layout is not None:
+            kwargs.append(ir.Keyword("layout", buf.layout))
+        view = ir.Call(
+            "decl_buffer",
+            (ir.TupleExpr(tuple(ir.Int(e) for e in buf.shape)), ir.DTypeLit(buf.dtype)),
+            tuple(kwargs),
+            span=value.span,
+        )
+        return [attrs.evolve(s, value=view)]
+    return [s]
+
+
+def _pool_method(e: ir.Expr, syms) -> Optional[str]:
+    if isinstance(e, ir.Method) and isinstance(e.obj, ir.Name) and e.obj.id in syms.pools:
+        return e.name
+    return None
+
+
+
+def _value(arg) -> int:
+    """An `int` parameter's value: the literal, or the default."""
+    return arg.value if isinstance(arg, ir.Int) else arg
