@@ -1,0 +1,27 @@
+"""Tests marked `gpu` run only where a CUDA driver and device answer.
+
+The probe opens device 0 through tilec's own driver wrapper, once, and only
+when a collected test carries the marker, so CPU-only runs never load the
+driver library."""
+import pytest
+
+
+def _gpu_skip_reason() -> str | None:
+    from tilec.runtime.driver import CudaError, device
+
+    try:
+        device()
+    except CudaError as e:
+        return f"no usable CUDA device: {e.message}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    reason = _gpu_skip_reason()
+    if reason is not None:
+        skip = pytest.mark.skip(reason=reason)
+        for item in gpu_items:
+            item.add_marker(skip)

@@ -1,0 +1,185 @@
+"""Launching hand-written PTX through CompiledModule on a real GPU: numpy,
+__cuda_array_interface__ and torch arguments, grid override, clusters,
+large dynamic shared memory, TMA tensor maps, and the refusals.  Skipped
+without a CUDA device (tests/conftest.py); the sm_90a kernels need an H100
+class device (compute capability 9.0)."""
+import numpy as np
+import pytest
+
+import runtime_kernels
+from tilec.runtime import driver
+from tilec.runtime.driver import CudaError
+from tilec.runtime.launch import LaunchError
+from tilec.runtime.module import CompiledModule
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def hopper():
+    if driver.device().compute_capability != (9, 0):
+        pytest.skip("the sm_90a kernels need compute capability 9.0")
+
+
+def module(built):
+    ptx, meta = built
+    return CompiledModule(ptx, meta, meta["target"])
+
+
+def inputs(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+
+
+def test_vadd_with_numpy(hopper):
+    kernel = module(runtime_kernels.vadd(n=1000)).kernel("vadd")
+    a, b = inputs(1000)
+    c = np.zeros(1000, np.float32)
+    kernel(a, b, c, 1000)
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_portable_target_runs_on_a_later_device():
+    if driver.device().compute_capability < (8, 0):
+        pytest.skip("sm_80 code needs compute capability 8.0")
+    kernel = module(runtime_kernels.vadd("sm_80", n=1000)).kernel()
+    a, b = inputs(1000, seed=1)
+    c = np.zeros(1000, np.float32)
+    kernel(a, b, c, 1000)
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_grid_override(hopper):
+    kernel = module(runtime_kernels.vadd(n=1024)).kernel()
+    a, b = inputs(1024, seed=2)
+    c = np.zeros(1024, np.float32)
+    kernel(a, b, c, 1024, grid=(4,))  # 4 x 128 threads cover half
+    np.testing.assert_array_equal(c[:512], (a + b)[:512])
+    assert not c[512:].any()
+
+
+def test_same_array_twice_is_one_device_buffer(hopper):
+    kernel = module(runtime_kernels.vadd(n=256)).kernel()
+    a, _ = inputs(256, seed=3)
+    expected = a + a
+    kernel(a, a, a, 256)  # c aliases a: each element is read then written by one thread
+    np.testing.assert_array_equal(a, expected)
+
+
+class DeviceBuffer:
+    """Device memory from tilec's own driver wrapper, described by the CUDA
+    array interface, the way numba or cupy arrays present themselves."""
+
+    def __init__(self, host: np.ndarray):
+        self.host = np.ascontiguousarray(host)
+        self.ptr = driver.mem_alloc(self.host.nbytes)
+        driver.copy_to_device(self.ptr, self.host.ctypes.data, self.host.nbytes)
+        self.__cuda_array_interface__ = {
+            "data": (self.ptr, False),
+            "shape": self.host.shape,
+            "typestr": self.host.dtype.str,
+            "strides": None,
+            "version": 3,
+        }
+
+    def read(self) -> np.ndarray:
+        out = np.empty_like(self.host)
+        driver.copy_to_host(out.ctypes.data, self.ptr, out.nbytes)
+        return out
+
+    def free(self):
+        driver.mem_free(self.ptr)
+
+
+def test_vadd_with_cuda_array_interface(hopper):
+    kernel = module(runtime_kernels.vadd(n=1000)).kernel()
+    a, b = inputs(1000, seed=4)
+    buffers = [DeviceBuffer(a), DeviceBuffer(b), DeviceBuffer(np.zeros(1000, np.float32))]
+    try:
+        kernel(*buffers, 1000)
+        np.testing.assert_array_equal(buffers[2].read(), a + b)
+    finally:
+        for buffer in buffers:
+            buffer.free()
+
+
+def test_vadd_with_torch(hopper):
+    torch = pytest.importorskip("torch")
+    kernel = module(runtime_kernels.vadd(n=1000)).kernel()
+    a = torch.randn(1000, device="cuda")
+    b = torch.randn(1000, device="cuda")
+    c = torch.zeros(1000, device="cuda")
+    kernel(a, b, c, 1000)
+    torch.testing.assert_close(c, a + b, rtol=0, atol=0)
+
+    stream = torch.cuda.Stream()
+    d = torch.zeros(1000, device="cuda")
+    with torch.cuda.stream(stream):
+        kernel(a, b, d, 1000, stream=stream)
+    stream.synchronize()
+    torch.testing.assert_close(d, a + b, rtol=0, atol=0)
+
+    with pytest.raises(LaunchError, match="parameter 'c': dtype"):
+        kernel(a, b, c.double(), 1000)
+    with pytest.raises(LaunchError, match="parameter 'c': the array is not C-contiguous"):
+        kernel(a, b, torch.zeros(2000, device="cuda")[::2], 1000)
+
+
+def test_cluster_launch(hopper):
+    kernel = module(runtime_kernels.cluster_ids(ctas=8, cluster=2)).kernel()
+    out = np.full((8, 2), 99, np.uint32)
+    kernel(out)
+    assert out[:, 0].tolist() == [0, 1] * 4
+    assert out[:, 1].tolist() == [2] * 8
+
+
+def test_cluster_must_tile_the_grid(hopper):
+    kernel = module(runtime_kernels.cluster_ids(ctas=8, cluster=2)).kernel()
+    with pytest.raises(LaunchError, match="not a whole number of clusters"):
+        kernel(np.zeros((8, 2), np.uint32), grid=(7,))
+
+
+def test_large_dynamic_shared_memory(hopper):
+    kernel = module(runtime_kernels.dsmem_swap()).kernel()
+    out = np.zeros(128, np.uint32)
+    kernel(out)
+    assert out.tolist() == [i ^ 1 for i in range(128)]
+
+
+def test_too_much_dynamic_shared_memory_is_refused(hopper):
+    limit = driver.device().max_dynamic_smem
+    with pytest.raises(LaunchError, match=f"more than the {limit} bytes"):
+        module(runtime_kernels.dsmem_swap(dynamic_smem=limit + 1024)).kernel()
+
+
+def test_module_for_another_architecture_is_refused(hopper):
+    with pytest.raises(LaunchError, match="compiled for sm_100a, which runs only on compute capability 10.0"):
+        module(runtime_kernels.vadd("sm_100a")).kernel()
+
+
+def test_tma_tensor_map_parameter(hopper):
+    kernel = module(runtime_kernels.tma_rows()).kernel()
+    a = np.arange(16 * 64, dtype=np.float16).reshape(16, 64)
+    b = np.zeros((8, 64), np.float16)
+    kernel(a, b)
+    np.testing.assert_array_equal(b, a[8:])
+
+
+def test_tma_tensor_map_over_device_memory(hopper):
+    kernel = module(runtime_kernels.tma_rows()).kernel()
+    a = DeviceBuffer((np.arange(16 * 64) % 2048).astype(np.float16).reshape(16, 64))
+    try:
+        b = np.zeros((8, 64), np.float16)
+        kernel(a, b)
+        np.testing.assert_array_equal(b, a.host[8:])
+    finally:
+        a.free()
+
+
+def test_refused_image_reports_the_jit_log():
+    """Broken PTX handed to the driver's own JIT: the error names the call
+    and carries the JIT's error log."""
+    broken = b".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n    stx;\n}\n\0"
+    with pytest.raises(CudaError, match="cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX") as info:
+        driver.load_module(broken)
+    assert "stx" in info.value.log

@@ -1,0 +1,284 @@
+"""CompiledModule and Kernel.__call__ against a fake driver, without a GPU:
+the fake keeps device memory in Python and runs a model of each test
+kernel on the packed parameters, so parameter order, pointers, staging,
+tensor-map encoding, stream handling and cleanup are all observed."""
+import ctypes
+import gc
+import struct
+
+import numpy as np
+import pytest
+
+import runtime_kernels
+from tilec.runtime import driver, module as module_py, tensormap
+from tilec.runtime.driver import CudaError
+from tilec.runtime.launch import LaunchError
+from tilec.runtime.module import CompiledModule
+
+
+class FakeGPU:
+    def __init__(self, cc=(9, 0), smem_limit=232448):
+        self.cc = cc
+        self.smem_limit = smem_limit
+        self.memory: dict[int, bytearray] = {}
+        self.next_ptr = 0x7F0000000000
+        self.log: list[tuple] = []
+        self.fail_launch = False
+
+    # driver API used by module.py, launch.py and tensormap.py
+    def device(self):
+        return driver.Device(0, None, None, "fake", self.cc, self.smem_limit, 132)
+
+    def load_module(self, image):
+        assert image[:4] == b"\x7fELF"
+        self.log.append(("load_module",))
+        return "cumodule"
+
+    def unload_module(self, module):
+        self.log.append(("unload_module",))
+
+    def get_function(self, module, name):
+        return name
+
+    def function_attribute(self, function, attribute):
+        return 0
+
+    def set_function_attribute(self, function, attribute, value):
+        self.log.append(("set_attribute", function, attribute, value))
+
+    def mem_alloc(self, nbytes):
+        ptr = self.next_ptr
+        self.next_ptr += -(-max(nbytes, 1) // 256) * 256
+        self.memory[ptr] = bytearray(nbytes)
+        self.log.append(("alloc", ptr, nbytes))
+        return ptr
+
+    def mem_free(self, ptr):
+        del self.memory[ptr]
+        self.log.append(("free", ptr))
+
+    def copy_to_device(self, dst, src_host, nbytes):
+        self.memory[dst][:nbytes] = ctypes.string_at(src_host, nbytes)
+
+    def copy_to_host(self, dst_host, src, nbytes):
+        ctypes.memmove(dst_host, bytes(self.memory[src][:nbytes]), nbytes)
+
+    def stream_synchronize(self, stream):
+        self.log.append(("sync", stream))
+
+    def launch(self, function, grid, block, cluster, dynamic_smem, stream, params_address):
+        self.log.append(("launch", function, grid, block, cluster, dynamic_smem, stream))
+        if self.fail_launch:
+            raise CudaError("cuLaunchKernelEx", "CUDA_ERROR_LAUNCH_FAILED")
+        getattr(self, "run_" + function)(grid, block, params_address)
+
+    # models of the test kernels
+    def params(self, address, sizes):
+        pointers = (ctypes.c_void_p * len(sizes)).from_address(address)
+        for pointer in pointers:
+            assert pointer % 64 == 0
+        return [ctypes.string_at(p, size) for p, size in zip(pointers, sizes)]
+
+    def array(self, ptr, dtype, count):
+        return np.frombuffer(self.memory[ptr], dtype=dtype, count=count)
+
+    def run_vadd(self, grid, block, address):
+        a, b, c, n = self.params(address, [8, 8, 8, 4])
+        (a,), (b,), (c,), (n,) = (struct.unpack("<Q", a), struct.unpack("<Q", b), struct.unpack("<Q", c), struct.unpack("<i", n))
+        count = min(n, grid[0] * block[0])
+        out = np.frombuffer(self.memory[c], dtype=np.float32)
+        out[:count] = self.array(a, np.float32, count) + self.array(b, np.float32, count)
+
+    def run_tma_rows(self, grid, block, address):
+        a, b, tmap = self.params(address, [8, 8, 128])
+        (base,) = struct.unpack("<Q", tmap[:8])  # FakeEncoder puts the base address first
+        assert base == struct.unpack("<Q", a)[0]
+        (b,) = struct.unpack("<Q", b)
+        rows = self.array(base, np.float16, 16 * 64).reshape(16, 64)[8:]
+        np.frombuffer(self.memory[b], dtype=np.float16)[:] = rows.reshape(-1)
+
+
+def fake_encode(out, dtype, rank, base, dims, strides, box, elem_strides, interleave, swizzle, l2, oob):
+    ctypes.memmove(out, struct.pack("<Q", base) + bytes(120), 128)
+    return 0
+
+
+_C_FAKE_ENCODE = ctypes.CFUNCTYPE(ctypes.c_int, *tensormap._ENCODE_ARGTYPES)(fake_encode)
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    fake = FakeGPU()
+    for name in (
+        "device", "load_module", "unload_module", "get_function", "function_attribute", "set_function_attribute",
+        "mem_alloc", "mem_free", "copy_to_device", "copy_to_host", "stream_synchronize", "launch",
+    ):  # fmt: skip
+        monkeypatch.setattr(driver, name, getattr(fake, name))
+    monkeypatch.setattr(tensormap, "_encode", _C_FAKE_ENCODE)
+    yield fake
+    gc.collect()  # unload this test's modules while the fake is in place
+
+
+def build(built):
+    ptx, meta = built
+    return CompiledModule(ptx, meta, meta["target"])
+
+
+def events(gpu, kind):
+    return [e for e in gpu.log if e[0] == kind]
+
+
+def test_numpy_arguments_round_trip(gpu):
+    kernel = build(runtime_kernels.vadd(n=1000)).kernel("vadd")
+    a, b = np.arange(1000, dtype=np.float32), np.full(1000, 0.5, np.float32)
+    c = np.zeros(1000, np.float32)
+    kernel(a, b, c, 1000)
+    np.testing.assert_array_equal(c, a + 0.5)
+    assert events(gpu, "launch") == [("launch", "vadd", (8, 1, 1), (128, 1, 1), (1, 1, 1), 0, 0)]
+    assert events(gpu, "sync") == [("sync", 0)]
+    assert len(events(gpu, "alloc")) == 3 and len(events(gpu, "free")) == 3
+    assert gpu.memory == {}
+
+
+def test_grid_override_reaches_the_launch(gpu):
+    kernel = build(runtime_kernels.vadd(n=1024)).kernel()
+    a = np.ones(1024, np.float32)
+    c = np.zeros(1024, np.float32)
+    kernel(a, a, c, 1024, grid=4)
+    assert c[:512].tolist() == [2.0] * 512 and not c[512:].any()
+    assert events(gpu, "launch")[0][2] == (4, 1, 1)
+
+
+class CaiArray:
+    def __init__(self, ptr, stream=None):
+        self.__cuda_array_interface__ = {
+            "data": (ptr, False), "shape": (16,), "typestr": "<f4", "strides": None, "version": 3, "stream": stream,
+        }  # fmt: skip
+
+
+def test_device_arrays_are_passed_in_place(gpu):
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    ptrs = []
+    for values in (np.arange(16, dtype=np.float32), np.ones(16, np.float32), np.zeros(16, np.float32)):
+        ptr = gpu.mem_alloc(64)
+        gpu.copy_to_device(ptr, values.ctypes.data, 64)
+        ptrs.append(ptr)
+    arrays = [CaiArray(p) for p in ptrs]
+    gpu.log.clear()
+    kernel(*arrays, 16, stream=5)
+    assert gpu.array(ptrs[2], np.float32, 16).tolist() == [i + 1.0 for i in range(16)]
+    assert events(gpu, "alloc") == [] and events(gpu, "sync") == []  # queued on stream 5, nothing to copy back
+    assert events(gpu, "launch")[0][-1] == 5
+
+
+def test_producer_stream_is_waited_for(gpu):
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    ptr = gpu.mem_alloc(64)
+    gpu.log.clear()
+    kernel(CaiArray(ptr, stream=7), CaiArray(ptr, stream=1), CaiArray(ptr), 16)
+    # stream 7 is waited for before the launch; 1 is the legacy stream the launch uses
+    assert [e for e in gpu.log if e[0] in ("sync", "launch")][:2] == [("sync", 7), events(gpu, "launch")[0]]
+    assert events(gpu, "sync") == [("sync", 7), ("sync", 0)]
+
+
+def test_numpy_on_a_stream_still_waits_to_copy_back(gpu):
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    c = np.zeros(16, np.float32)
+    kernel(np.ones(16, np.float32), np.ones(16, np.float32), c, 16, stream=9)
+    assert events(gpu, "sync") == [("sync", 9)]
+    assert c.tolist() == [2.0] * 16
+
+
+def test_read_only_arrays_are_not_written_back(gpu):
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    c = np.zeros(16, np.float32)
+    c.flags.writeable = False
+    kernel(np.ones(16, np.float32), np.ones(16, np.float32), c, 16)
+    assert not c.any()
+
+
+def test_tensor_map_is_encoded_from_its_buffer(gpu):
+    kernel = build(runtime_kernels.tma_rows()).kernel()
+    a = np.arange(16 * 64, dtype=np.float16).reshape(16, 64)
+    b = np.zeros((8, 64), np.float16)
+    kernel(a, b)
+    np.testing.assert_array_equal(b, a[8:])
+
+
+def test_failed_launch_frees_and_reports_the_launch_error(gpu):
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    gpu.fail_launch = True
+    with pytest.raises(CudaError, match="cuLaunchKernelEx failed"):
+        kernel(np.ones(16, np.float32), np.ones(16, np.float32), np.zeros(16, np.float32), 16)
+    assert gpu.memory == {}
+
+
+def test_free_failure_after_a_failed_launch_keeps_the_first_error(gpu, monkeypatch):
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    gpu.fail_launch = True
+
+    def broken_free(ptr):
+        raise CudaError("cuMemFree", "CUDA_ERROR_LAUNCH_FAILED")
+
+    monkeypatch.setattr(driver, "mem_free", broken_free)
+    with pytest.raises(CudaError, match="cuLaunchKernelEx failed"):
+        kernel(np.ones(16, np.float32), np.ones(16, np.float32), np.zeros(16, np.float32), 16)
+
+
+def test_argument_errors_come_before_any_device_work(gpu):
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    gpu.log.clear()
+    with pytest.raises(LaunchError, match="parameter 'n'"):
+        kernel(np.ones(16, np.float32), np.ones(16, np.float32), np.zeros(16, np.float32), 2**40)
+    assert gpu.log == []
+
+
+def test_large_dynamic_smem_and_big_clusters_set_function_attributes(gpu):
+    build(runtime_kernels.dsmem_swap()).kernel()
+    assert ("set_attribute", "dsmem_swap", "MAX_DYNAMIC_SHARED_SIZE_BYTES", 197120) in gpu.log
+    ptx, meta = runtime_kernels.cluster_ids(ctas=32, cluster=16)
+    kernel = CompiledModule(ptx, meta, "sm_90a").kernel()
+    assert ("set_attribute", "cluster_ids", "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1) in gpu.log
+    out = np.zeros((32, 2), np.uint32)
+    gpu.run_cluster_ids = lambda grid, block, address: None
+    kernel(out)
+    assert events(gpu, "launch")[0][4] == (16, 1, 1)
+
+
+def test_portable_cluster_sets_no_attribute(gpu):
+    build(runtime_kernels.cluster_ids(ctas=8, cluster=2)).kernel()
+    assert not events(gpu, "set_attribute")
+
+
+def test_shared_memory_beyond_the_device_is_refused(gpu):
+    gpu.smem_limit = 100 * 1024
+    with pytest.raises(LaunchError, match="needs 197120 bytes of dynamic shared memory"):
+        build(runtime_kernels.dsmem_swap()).kernel()
+
+
+def test_wrong_device_is_refused_before_loading(gpu):
+    gpu.cc = (8, 0)
+    with pytest.raises(LaunchError, match="runs only on compute capability 9.0; this device is 8.0"):
+        build(runtime_kernels.vadd()).kernel()
+    assert not events(gpu, "load_module")
+
+
+def test_portable_module_is_assembled_for_the_device(gpu, monkeypatch):
+    archs = []
+    real = module_py.assemble
+    monkeypatch.setattr(module_py, "assemble", lambda ptx, arch: archs.append(arch) or real(ptx, arch))
+    gpu.cc = (10, 0)
+    build(runtime_kernels.vadd("sm_80")).kernel()
+    assert archs == ["sm_100"]
+
+
+def test_module_loads_once_and_caches_kernels(gpu):
+    module = build(runtime_kernels.vadd())
+    assert module.kernel() is module.kernel("vadd")
+    assert len(events(gpu, "load_module")) == 1
+
+
+def test_collected_module_is_unloaded(gpu):
+    build(runtime_kernels.vadd()).kernel()
+    gc.collect()
+    assert events(gpu, "unload_module") == [("unload_module",)]

@@ -1,0 +1,506 @@
+"""Launching a kernel: the caller's arguments checked against its kernel.json
+signature, host arrays staged on the device, tensor maps encoded, parameters
+packed, then cuLaunchKernelEx.
+
+The checks are pure functions (`check_args`, `launch_grid`, `check_smem`,
+`pack_params`) so they are tested without a GPU; `Kernel` only adds the
+driver calls.
+
+What a caller passes, per parameter kind:
+- buffer: a numpy array (copied to a fresh device buffer before the launch
+  and back after it), or a device array used in place: anything with DLPack
+  (``__dlpack__``/``__dlpack_device__``: torch, cupy, jax) or
+  ``__cuda_array_interface__`` (numba, cupy, torch).  dtype and shape must
+  match exactly and the data be C-contiguous.  numpy has no bf16, tf32 or
+  8-bit float, so for those the bit patterns in an unsigned array of the
+  same width are accepted (and f32 for tf32).
+- scalar: a Python or numpy number that fits the dtype.
+- tensormap: nothing; it is encoded from the buffer it names and passed by
+  value, 128 bytes aligned to 64.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import struct
+
+import attrs
+import numpy as np
+
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DTYPES
+from tilec.runtime import driver
+from tilec.runtime.tensormap import (
+    TENSORMAP_ALIGN,
+    TensorMapError,
+    check_tensormap,
+    element_bytes,
+    encode_tiled,
+)
+
+
+class LaunchError(TilecError):
+    """The arguments, grid, device or module do not fit the kernel."""
+
+
+@attrs.frozen
+class HostArray:
+    """A numpy array, staged through a device buffer around the launch."""
+
+    array: np.ndarray = attrs.field(eq=False)
+
+
+@attrs.frozen
+class DeviceArray:
+    """Device memory used in place.  `owner` (the caller's object) keeps it
+    alive; `stream` is the producer's stream from a CUDA array interface,
+    waited for before the launch (None: nothing to wait for)."""
+
+    ptr: int
+    owner: object = attrs.field(eq=False, repr=False)
+    stream: int | None = None
+
+
+@attrs.frozen
+class Scalar:
+    """A scalar parameter's bytes, as the PTX parameter holds them."""
+
+    data: bytes
+
+
+_NUMPY_NAMES = {np.dtype(d.numpy): d.name for d in DTYPES.values() if d.numpy}
+_DLPACK_NAMES = {
+    (0, 8): "i8", (0, 16): "i16", (0, 32): "i32", (0, 64): "i64",
+    (1, 8): "u8", (1, 16): "u16", (1, 32): "u32", (1, 64): "u64",
+    (2, 16): "f16", (2, 32): "f32", (2, 64): "f64",
+    (4, 16): "bf16",
+    (10, 8): "e4m3",  # kDLFloat8_e4m3fn
+    (12, 8): "e5m2",
+    (14, 8): "ue8m0",  # kDLFloat8_e8m0fnu
+}  # fmt: skip
+_ALSO_ACCEPTS = {
+    "bf16": ("u16",),
+    "tf32": ("f32", "u32"),
+    "e4m3": ("u8",),
+    "e5m2": ("u8",),
+    "ue8m0": ("u8",),
+    "e2m1": ("u8",),
+}
+_DL_CPU, _DL_CUDA, _DL_CUDA_MANAGED = 1, 2, 13
+LEGACY_STREAM = 1  # the legacy default stream's handle in DLPack and CUDA_ARRAY_INTERFACE
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+@attrs.frozen
+class _Array:
+    view: HostArray | DeviceArray
+    dtype: str | None  # the tilec dtype it holds, None when tilec has none
+    dtype_text: str  # how the caller's library names it, for messages
+    shape: tuple[int, ...]
+    strides: tuple[int, ...] | None  # bytes; None when C-contiguous by construction
+    itemsize: int
+
+
+def check_args(
+    params: list[dict], args, tensormaps=(), *, dlpack_stream: int = LEGACY_STREAM
+) -> dict[str, HostArray | DeviceArray | Scalar]:
+    """Match the caller's `args` to kernel.json `params` (tensor maps are
+    not passed by the caller) and return, per non-tensormap parameter name,
+    what it passes.  `tensormaps` are the kernel's tensormap entries; the
+    base of each named device buffer is checked against the TMA rules.
+    `dlpack_stream` is the consumer stream handed to ``__dlpack__``.
+    Raises `LaunchError` naming the parameter."""
+    caller = [p for p in params if p["kind"] != "tensormap"]
+    if len(args) != len(caller):
+        names = ", ".join(p["name"] for p in caller)
+        raise LaunchError(f"the kernel takes {len(caller)} arguments ({names}), got {len(args)}")
+    bound: dict[str, HostArray | DeviceArray | Scalar] = {}
+    arrays: dict[str, _Array] = {}
+    for param, arg in zip(caller, args):
+        if param["kind"] == "buffer":
+            arrays[param["name"]] = info = _check_buffer(param, arg, dlpack_stream)
+            bound[param["name"]] = info.view
+        elif param["kind"] == "scalar":
+            bound[param["name"]] = _check_scalar(param, arg)
+        else:
+            raise ValueError(
+                f"kernel.json: parameter '{param['name']}' has unknown kind {param['kind']!r}"
+            )
+    descs = {t["name"]: t for t in tensormaps}
+    buffers = {p["name"]: p for p in caller if p["kind"] == "buffer"}
+    for param in params:
+        if param["kind"] == "tensormap":
+            _check_tensormap_param(param, descs, buffers, arrays)
+    return bound
+
+
+def _shape_text(dtype: str, shape) -> str:
+    return f"{dtype}[{', '.join(map(str, shape))}]"
+
+
+def _check_buffer(param: dict, arg, dlpack_stream: int) -> _Array:
+    name, want, shape = param["name"], param["dtype"], tuple(param["shape"])
+    info = _as_array(name, arg, dlpack_stream)
+    if info is None:
+        raise LaunchError(
+            f"parameter '{name}' is a buffer {_shape_text(want, shape)}: expected a numpy array or a "
+            f"device array (DLPack or __cuda_array_interface__), got {type(arg).__name__}"
+        )
+    if info.dtype != want and info.dtype not in _ALSO_ACCEPTS.get(want, ()):
+        raise LaunchError(f"parameter '{name}': dtype {info.dtype_text} does not match {want}")
+    if info.shape != shape:
+        raise LaunchError(
+            f"parameter '{name}': shape {list(info.shape)} does not match {_shape_text(want, shape)}"
+        )
+    if info.strides is not None and not _c_contiguous(info.shape, info.strides, info.itemsize):
+        raise LaunchError(
+            f"parameter '{name}': the array is not C-contiguous (byte strides {list(info.strides)})"
+        )
+    if isinstance(info.view, DeviceArray) and info.view.ptr % DTYPES[want].bytes:
+        raise LaunchError(
+            f"parameter '{name}': device address {info.view.ptr:#x} is not aligned to its "
+            f"{DTYPES[want].bytes}-byte elements"
+        )
+    return info
+
+
+def _c_contiguous(shape, strides, itemsize: int) -> bool:
+    expected = itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides)):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def _as_array(name: str, arg, dlpack_stream: int) -> _Array | None:
+    """What `arg` is as an array, or None when it is not one.  Foreign
+    protocols can fail in their own ways; those become a LaunchError."""
+    if isinstance(arg, np.ndarray):
+        return _host_array(name, arg)
+    try:
+        if hasattr(arg, "__dlpack__") and hasattr(arg, "__dlpack_device__"):
+            device_type, device_id = arg.__dlpack_device__()
+            if device_type == _DL_CPU:
+                return _host_array(name, np.from_dlpack(arg))
+            if device_type in (_DL_CUDA, _DL_CUDA_MANAGED):
+                if device_id != driver.ORDINAL:
+                    raise LaunchError(
+                        f"parameter '{name}': the array is on CUDA device {device_id}, tilec launches "
+                        f"on device {driver.ORDINAL} (choose it with CUDA_VISIBLE_DEVICES)"
+                    )
+                return _dlpack_array(arg, arg.__dlpack__(stream=dlpack_stream))
+            raise LaunchError(
+                f"parameter '{name}': the array is on DLPack device type {int(device_type)}, not CUDA"
+            )
+        try:
+            interface = arg.__cuda_array_interface__
+        except AttributeError:
+            return None
+        return _interface_array(name, arg, interface)
+    except LaunchError:
+        raise
+    except Exception as e:  # the caller's array library refused
+        raise LaunchError(
+            f"parameter '{name}': cannot read the array ({type(e).__name__}: {e})"
+        ) from e
+
+
+def _host_array(name: str, array: np.ndarray) -> _Array:
+    if not array.flags.c_contiguous:
+        raise LaunchError(
+            f"parameter '{name}': the numpy array is not C-contiguous (pass np.ascontiguousarray(x))"
+        )
+    dtype = _NUMPY_NAMES.get(array.dtype)
+    return _Array(HostArray(array), dtype, str(array.dtype), array.shape, None, array.itemsize)
+
+
+def _interface_array(name: str, owner, interface: dict) -> _Array:
+    if interface.get("mask") is not None:
+        raise LaunchError(f"parameter '{name}': masked arrays are not supported")
+    ptr, _readonly = interface["data"]
+    dtype = np.dtype(interface["typestr"])
+    strides = interface.get("strides")
+    return _Array(
+        DeviceArray(int(ptr or 0), owner, interface.get("stream")),
+        _NUMPY_NAMES.get(dtype),
+        interface["typestr"],
+        tuple(interface["shape"]),
+        None if strides is None else tuple(strides),
+        dtype.itemsize,
+    )
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+# A private prototype, so the shared ctypes.pythonapi entry is left as it is.
+_capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
+
+
+def _dlpack_array(owner, capsule) -> _Array:
+    """Read a legacy "dltensor" capsule (a DLManagedTensor starts with its
+    DLTensor).  The capsule is not consumed: dropping it calls the
+    producer's deleter, while `owner` keeps the memory alive."""
+    tensor = ctypes.cast(_capsule_pointer(capsule, b"dltensor"), ctypes.POINTER(_DLTensor)).contents
+    code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
+    itemsize = (bits * lanes + 7) // 8
+    shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
+    strides = None
+    if tensor.strides:
+        strides = tuple(tensor.strides[i] * itemsize for i in range(tensor.ndim))
+    return _Array(
+        DeviceArray((tensor.data or 0) + tensor.byte_offset, owner),
+        _DLPACK_NAMES.get((code, bits)) if lanes == 1 else None,
+        f"DLPack(code={code}, bits={bits}, lanes={lanes})",
+        shape,
+        strides,
+        itemsize,
+    )
+
+
+def _check_scalar(param: dict, arg) -> Scalar:
+    name, dt = param["name"], DTYPES[param["dtype"]]
+    if dt.numpy is None:
+        raise LaunchError(f"parameter '{name}': a scalar {dt.name} cannot be passed from Python")
+    np_dtype = np.dtype(dt.numpy)
+    if isinstance(arg, (bool, np.bool_, int, np.integer)):
+        value = int(arg)
+        if dt.kind != "float":
+            limits = np.iinfo(np_dtype)
+            if not limits.min <= value <= limits.max:
+                raise LaunchError(f"parameter '{name}': {value} does not fit {dt.name}")
+        return Scalar(np.array(value, dtype=np_dtype).tobytes())
+    if isinstance(arg, (float, np.floating)):
+        if dt.kind != "float":
+            raise LaunchError(f"parameter '{name}' is {dt.name}: got the float {arg!r}")
+        return Scalar(np.array(arg, dtype=np_dtype).tobytes())
+    raise LaunchError(
+        f"parameter '{name}' is a scalar {dt.name}: expected a number, got {type(arg).__name__}"
+    )
+
+
+def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict) -> None:
+    name, tensor = param["name"], param["tensor"]
+    if name not in descs:
+        raise ValueError(f"kernel.json: tensor map parameter '{name}' has no tensormaps entry")
+    if tensor not in buffers:
+        raise ValueError(
+            f"kernel.json: tensor map '{name}' names '{tensor}', which is not a buffer parameter"
+        )
+    desc, info = descs[name], arrays[tensor]
+    base = info.view.ptr if isinstance(info.view, DeviceArray) else None
+    try:
+        check_tensormap(desc, base)
+    except TensorMapError as e:
+        raise LaunchError(f"parameter '{tensor}' (tensor map '{name}'): {e.message}") from None
+    buffer = buffers[tensor]
+    size = math.prod(buffer["shape"]) * DTYPES[buffer["dtype"]].bytes
+    reach = desc["dims"][0] * element_bytes(desc) + sum(
+        (d - 1) * s for d, s in zip(desc["dims"][1:], desc["strides"])
+    )
+    if reach > size:
+        raise LaunchError(
+            f"tensor map '{name}' spans {reach} bytes of '{tensor}', which holds only {size}"
+        )
+
+
+def launch_grid(grid, default, cluster) -> tuple[int, int, int]:
+    """The grid to launch: `grid` (an int or 1 to 3 ints) or the kernel's
+    `default`, padded to three dimensions, each a whole number of clusters."""
+    dims = default if grid is None else ((grid,) if isinstance(grid, (int, np.integer)) else tuple(grid))
+    if not 1 <= len(dims) <= 3 or not all(
+        isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 1 for d in dims
+    ):
+        shown = grid if grid is not None else default
+        raise LaunchError(f"grid {shown!r} is not 1 to 3 positive integers")
+    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    for axis, (extent, limit) in enumerate(zip(dims, _MAX_GRID)):
+        if extent > limit:
+            raise LaunchError(f"grid {list(dims)}: the {'xyz'[axis]} extent exceeds {limit}")
+    for axis, (extent, size) in enumerate(zip(dims, cluster)):
+        if extent % size:
+            raise LaunchError(
+                f"grid {list(dims)} is not a whole number of clusters {list(cluster)} "
+                f"along {'xyz'[axis]}"
+            )
+    return dims
+
+
+def check_smem(kernel: str, dynamic: int, static: int, limit: int) -> None:
+    """Refuse a kernel whose static plus dynamic shared memory exceeds the
+    device's per-block limit (the opt-in maximum)."""
+    if dynamic + static > limit:
+        raise LaunchError(
+            f"kernel '{kernel}' needs {dynamic} bytes of dynamic shared memory"
+            + (f" plus {static} static" if static else "")
+            + f", more than the {limit} bytes a block may use on this device"
+        )
+
+
+@attrs.frozen
+class PackedParams:
+    """The void* array cuLaunchKernelEx reads, and the storage it points to."""
+
+    storage: object = attrs.field(repr=False)
+    pointers: object = attrs.field(repr=False)
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.pointers)
+
+
+def pack_params(blobs: list[bytes]) -> PackedParams:
+    """Each parameter's bytes in one buffer, every one at a 64-byte aligned
+    offset (a tensor map must be), and the array of pointers to them."""
+    slots = [-(-max(len(b), 1) // TENSORMAP_ALIGN) * TENSORMAP_ALIGN for b in blobs]
+    storage = ctypes.create_string_buffer(sum(slots) + TENSORMAP_ALIGN)
+    offset = -ctypes.addressof(storage) % TENSORMAP_ALIGN
+    pointers = (ctypes.c_void_p * len(blobs))()
+    for i, (blob, slot) in enumerate(zip(blobs, slots)):
+        address = ctypes.addressof(storage) + offset
+        ctypes.memmove(address, blob, len(blob))
+        pointers[i] = address
+        offset += slot
+    return PackedParams(storage, pointers)
+
+
+def stream_handle(stream) -> int:
+    """The CUstream handle for `stream`: None (the legacy default stream,
+    0), an int handle, an object with ``__cuda_stream__`` (CUDA stream
+    protocol), or a torch.cuda.Stream (``cuda_stream``)."""
+    if stream is None:
+        return 0
+    if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
+        return int(stream)
+    protocol = getattr(stream, "__cuda_stream__", None)
+    if callable(protocol):
+        return int(protocol()[1])
+    handle = getattr(stream, "cuda_stream", None)
+    if isinstance(handle, int):
+        return handle
+    raise LaunchError(
+        f"stream {stream!r} is not a CUDA stream (an int handle, __cuda_stream__, or torch.cuda.Stream)"
+    )
+
+
+def _same_stream(a: int, b: int) -> bool:
+    """Handles 0 and 1 both name the legacy default stream."""
+    return (a or LEGACY_STREAM) == (b or LEGACY_STREAM)
+
+
+class _Staging:
+    """Device copies of the host arrays of one launch, freed on exit (quietly
+    when the launch already failed, so its error is the one reported)."""
+
+    def __init__(self):
+        self.uploads: dict[int, tuple[np.ndarray, int]] = {}
+
+    def __enter__(self):
+        return self
+
+    def upload(self, array: np.ndarray) -> int:
+        """The device copy of `array`; one per array object, so two
+        parameters given the same array see the same memory."""
+        if id(array) not in self.uploads:
+            ptr = driver.mem_alloc(array.nbytes)
+            self.uploads[id(array)] = (array, ptr)
+            driver.copy_to_device(ptr, array.ctypes.data, array.nbytes)
+        return self.uploads[id(array)][1]
+
+    def download(self) -> None:
+        """Copy every writeable host array back from its device copy."""
+        for array, ptr in self.uploads.values():
+            if array.flags.writeable:
+                driver.copy_to_host(array.ctypes.data, ptr, array.nbytes)
+
+    def __exit__(self, exc_type, exc, tb):
+        for _array, ptr in self.uploads.values():
+            try:
+                driver.mem_free(ptr)
+            except driver.CudaError:
+                if exc_type is None:
+                    raise
+        return False
+
+
+class Kernel:
+    """One kernel of a loaded module; calling it launches it.
+
+    ``kernel(*args, grid=None, stream=None)``: `args` follow the kernel's
+    non-tensormap parameters; `grid` overrides kernel.json's; `stream` is
+    where to launch (default: the legacy default stream, and the call waits
+    for the kernel).  With a stream the call returns once the kernel is
+    queued, unless numpy arrays must be copied back."""
+
+    def __init__(self, module, entry: dict, function, device: driver.Device):
+        self.module = module  # keeps the CUmodule loaded while this kernel lives
+        self.meta = entry
+        self.name = entry["name"]
+        self.params = entry["params"]
+        self.tensormaps = {t["name"]: t for t in entry.get("tensormaps", [])}
+        self.grid = tuple(entry["grid"])
+        self.block = tuple(entry["block"])
+        self.cluster = tuple(entry.get("cluster", (1, 1, 1)))
+        self.dynamic_smem = int(entry.get("dynamic_smem", 0))
+        self._function = function
+        static = driver.function_attribute(function, "SHARED_SIZE_BYTES")
+        check_smem(self.name, self.dynamic_smem, static, device.max_dynamic_smem)
+        if self.dynamic_smem:
+            driver.set_function_attribute(function, "MAX_DYNAMIC_SHARED_SIZE_BYTES", self.dynamic_smem)
+        if math.prod(self.cluster) > 8:  # above the portable cluster size
+            driver.set_function_attribute(function, "NON_PORTABLE_CLUSTER_SIZE_ALLOWED", 1)
+
+    def __repr__(self) -> str:
+        return f"<tilec Kernel {self.name} grid={list(self.grid)} block={list(self.block)}>"
+
+    def __call__(self, *args, grid=None, stream=None) -> None:
+        handle = stream_handle(stream)
+        bound = check_args(
+            self.params, args, self.tensormaps.values(), dlpack_stream=handle or LEGACY_STREAM
+        )
+        dims = launch_grid(grid, self.grid, self.cluster)
+        driver.device()
+        with _Staging() as staging:
+            pointers = {}
+            for name, value in bound.items():
+                if isinstance(value, HostArray):
+                    pointers[name] = staging.upload(value.array)
+                elif isinstance(value, DeviceArray):
+                    pointers[name] = value.ptr
+                    if value.stream is not None and not _same_stream(value.stream, handle):
+                        driver.stream_synchronize(value.stream)
+            blobs = []
+            for param in self.params:
+                if param["kind"] == "buffer":
+                    blobs.append(struct.pack("<Q", pointers[param["name"]]))
+                elif param["kind"] == "scalar":
+                    blobs.append(bound[param["name"]].data)
+                else:
+                    blobs.append(encode_tiled(self.tensormaps[param["name"]], pointers[param["tensor"]]))
+            packed = pack_params(blobs)
+            driver.launch(
+                self._function, dims, self.block, self.cluster, self.dynamic_smem, handle, packed.address
+            )
+            if stream is None or staging.uploads:
+                driver.stream_synchronize(handle)
+            staging.download()
