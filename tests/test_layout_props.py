@@ -1,0 +1,348 @@
+"""Laws of the layout algebra, checked on random layouts with hypothesis.
+
+Random layouts mix memory iterators with thread iterators that split lanes,
+warps and warpgroups in any order and write them on any axis of the thread
+hierarchy (a lane step may be written on laneid, tid_in_wg or tx), so the
+laws are exercised across every fusion of thread axes."""
+import math
+
+from hypothesis import assume, given, settings, strategies as st
+
+from tilec.compiler import ir
+from tilec.compiler.layout import (
+    Iter,
+    LayoutError,
+    TileLayout,
+    apply,
+    canonicalize,
+    pack,
+    row_major,
+    size,
+    span,
+    split_thread_axes,
+    unpack,
+)
+from tilec.compiler.layout_ir import to_layout, to_lit
+from tilec.compiler.printer import print_expr
+from tilec.compiler.layout_shape import (
+    flatten,
+    group,
+    is_tile_inner,
+    is_tile_outer,
+    permute_dims,
+    slice_region,
+    tile,
+    tile_to,
+)
+from tilec.compiler.swizzle import Swizzle
+from tilec.grammar.parser import parse
+
+SETTINGS = settings(max_examples=60, deadline=None)
+
+# Where one step of each level may be written, with the step's weight there.
+LEVEL_SPELLINGS = {
+    "lane": [("laneid", 1), ("tid_in_wg", 1), ("tx", 1)],
+    "warp": [("wid_in_wg", 1), ("tid_in_wg", 32), ("warpid", 1), ("tx", 32)],
+    "wg": [("wgid", 1), ("warpid", 4), ("tx", 128)],
+}
+THREAD_WEIGHT = {"laneid": 1, "wid_in_wg": 32, "wgid": 128, "tid_in_wg": 1, "warpid": 32, "tx": 1}
+
+
+def nonzero(result: dict) -> dict:
+    """An apply result with axes at 0 left out (absent means 0)."""
+    return {k: v for k, v in result.items() if v}
+
+
+@st.composite
+def level_iters(draw, level, bits_max):
+    """Iterators that together enumerate 2**bits positions of one level (a
+    random mixed-radix split in a random order), each written on a random
+    spelling of that level."""
+    bits = draw(st.integers(0, bits_max))
+    pieces, left = [], bits
+    while left:
+        b = draw(st.integers(1, left))
+        pieces.append(b)
+        left -= b
+    order = draw(st.permutations(range(len(pieces))))
+    iters, stride = [], 1
+    for i in order:
+        axis, weight = draw(st.sampled_from(LEVEL_SPELLINGS[level]))
+        iters.append(Iter(1 << pieces[i], stride * weight, axis))
+        stride <<= pieces[i]
+    return iters
+
+
+@st.composite
+def layouts(draw, levels=("lane", "warp", "wg"), swizzle=True, extras=True, max_size=1024):
+    mem = draw(st.lists(
+        st.builds(Iter, st.sampled_from([1, 2, 3, 4, 8]), st.sampled_from([0, 1, 2, 3, 4, 8, 16, 64]),
+                  st.sampled_from(["m", "m", "m", "TCol"])),
+        min_size=1, max_size=4))
+    bits = {"lane": 5, "warp": 2, "wg": 1}
+    thread = [it for level in levels for it in draw(level_iters(level, bits[level]))]
+    shard = draw(st.permutations(mem + thread))[:6]
+    assume(math.prod(it.extent for it in shard) <= max_size)
+    replica, offset = [], {}
+    if extras:
+        replica = draw(st.lists(st.builds(Iter, st.integers(1, 4), st.integers(0, 64),
+                                          st.sampled_from(["m", "TLane"])), max_size=2))
+        offset = draw(st.dictionaries(st.sampled_from(["m", "TCol", "wgid", "bx"]), st.integers(0, 40), max_size=2))
+    sw = None
+    if swizzle and draw(st.booleans()):
+        sw = Swizzle(draw(st.integers(0, 3)), draw(st.integers(0, 3)), draw(st.integers(1, 3)))
+    try:
+        return TileLayout(shard, replica, offset, sw)
+    except LayoutError:
+        assume(False)
+
+
+@st.composite
+def layout_and_shape(draw, **kw):
+    """A layout and a logical shape it groups by: each extent optionally cut
+    into two factors, then consecutive runs multiplied into dims."""
+    layout = draw(layouts(**kw))
+    factors = []
+    for it in layout.shard:
+        e = it.extent
+        cuts = [d for d in range(2, e) if e % d == 0]
+        if cuts and draw(st.booleans()):
+            d = draw(st.sampled_from(cuts))
+            factors += [e // d, d]
+        else:
+            factors.append(e)
+    shape, run = [], 1
+    for i, f in enumerate(factors):
+        run *= f
+        if i == len(factors) - 1 or draw(st.booleans()):
+            shape.append(run)
+            run = 1
+    return layout, tuple(shape)
+
+
+def all_equal(a: TileLayout, b: TileLayout) -> bool:
+    return size(a) == size(b) and all(nonzero(apply(a, i)) == nonzero(apply(b, i)) for i in range(size(a)))
+
+
+@SETTINGS
+@given(layouts())
+def test_canonicalize_preserves_apply_and_is_idempotent(layout):
+    """canonicalize(L) applies like L at every index, and canonicalize(canonicalize(L)) == canonicalize(L)."""
+    canon = canonicalize(layout)
+    assert all_equal(canon, layout)
+    assert canonicalize(canon) == canon
+
+
+@SETTINGS
+@given(layouts(swizzle=False))
+def test_fused_and_split_thread_axes_agree(layout):
+    """Thread axes fused (canonicalize) and split to lane/warp/warpgroup (split_thread_axes)
+    send every element to the same thread and offset, and split then canonicalize is canonicalize."""
+    split = split_thread_axes(layout)
+    assert all(it.axis in ("m", "TCol", "laneid", "wid_in_wg", "wgid") for it in split.shard)
+    assert all_equal(split, layout)
+    assert all_equal(split_thread_axes(canonicalize(layout)), layout)
+    assert canonicalize(split) == canonicalize(layout)
+
+
+@SETTINGS
+@given(layout_and_shape())
+def test_group_then_flatten_preserves_the_mapping(case):
+    """group(L, shape) cuts the shard so dim d's extents multiply to shape[d], without changing
+    the function; flatten of it is again the same function."""
+    layout, shape = case
+    grouped = group(layout, shape)
+    assert tuple(math.prod(it.extent for it in grouped.dim(d)) for d in range(len(shape))) == shape
+    assert all_equal(grouped.layout, layout)
+    assert all_equal(flatten(grouped), layout)
+
+
+def _coords(shape):
+    return [tuple(c) for c in __import__("itertools").product(*map(range, shape))]
+
+
+@st.composite
+def sliceable(draw):
+    """A layout, a shape, and a region each of whose dims is a run of one digit of the
+    grouped iterators over whole inner digits: the regions slicing must accept."""
+    layout, shape = draw(layout_and_shape())
+    grouped = group(layout, shape)
+    region = []
+    for d in range(len(shape)):
+        iters = grouped.dim(d)
+        if not iters:
+            region.append((0, 1))
+            continue
+        j = draw(st.integers(0, len(iters) - 1))
+        inner = math.prod(it.extent for it in iters[j + 1:])
+        outer_digits = [draw(st.integers(0, it.extent - 1)) for it in iters[:j]]
+        digit = draw(st.integers(0, iters[j].extent - 1))
+        count = draw(st.integers(1, iters[j].extent - digit))
+        start = 0
+        for it, dg in zip(iters[:j], outer_digits):
+            start = start * it.extent + dg
+        start = (start * iters[j].extent + digit) * inner
+        region.append((start, count * inner))
+    return layout, shape, region
+
+
+@SETTINGS
+@given(sliceable())
+def test_slice_agrees_with_apply_on_the_region(case):
+    """slice_region(L, shape, region) at c gives L at start + c, for every c in the region."""
+    layout, shape, region = case
+    sub = slice_region(layout, shape, region)
+    sub_shape = tuple(e for _, e in region)
+    for c in _coords(sub_shape):
+        full = tuple(s + x for (s, _), x in zip(region, c))
+        assert nonzero(apply(sub, c, sub_shape)) == nonzero(apply(layout, full, shape))
+
+
+@SETTINGS
+@given(layout_and_shape(extras=False), st.data())
+def test_slice_either_agrees_or_says_why(case, data):
+    """Any in-bounds region either slices to a layout that agrees with apply or raises LayoutError."""
+    layout, shape = case
+    region = []
+    for e in shape:
+        start = data.draw(st.integers(0, e - 1))
+        region.append((start, data.draw(st.integers(1, e - start))))
+    try:
+        sub = slice_region(layout, shape, region)
+    except LayoutError:
+        return
+    sub_shape = tuple(e for _, e in region)
+    for c in _coords(sub_shape):
+        full = tuple(s + x for (s, _), x in zip(region, c))
+        assert nonzero(apply(sub, c, sub_shape)) == nonzero(apply(layout, full, shape))
+
+
+def _split(result):
+    """An apply result as (memory axes, thread position in CTA thread units)."""
+    threads = sum(v * THREAD_WEIGHT[k] for k, v in result.items() if k in THREAD_WEIGHT)
+    return {k: v for k, v in result.items() if k not in THREAD_WEIGHT and v}, threads
+
+
+@st.composite
+def tile_case(draw):
+    """Inner: memory iterators and lanes.  Outer: memory iterators and warps or
+    warpgroups, so the thread parts of the two never overlap."""
+    inner, inner_shape = draw(layout_and_shape(levels=("lane",), swizzle=False, extras=False, max_size=256))
+    mem = draw(st.lists(st.builds(Iter, st.sampled_from([1, 2, 3]), st.sampled_from([0, 1, 2, 5]),
+                                  st.sampled_from(["m", "TCol"])), min_size=1, max_size=2))
+    warps = draw(st.sampled_from([[], [Iter(2, 1, "wid_in_wg")], [Iter(2, 1, "wgid")]]))
+    shard = draw(st.permutations(mem + warps))
+    outer = TileLayout(shard)
+    # an outer shape of the inner's rank that outer groups by: all of it in one dim
+    k = draw(st.integers(0, len(inner_shape) - 1))
+    outer_shape = tuple(size(outer) if d == k else 1 for d in range(len(inner_shape)))
+    return outer, inner, outer_shape, inner_shape
+
+
+@SETTINGS
+@given(tile_case())
+def test_tile_is_outer_times_inner_span_plus_inner(case):
+    """tile(O, I) at (o * inner_shape + i) is O(o) with each memory axis scaled by span(I, axis),
+    plus I(i); thread positions add."""
+    outer, inner, outer_shape, inner_shape = case
+    tiled = tile(outer, inner, outer_shape, inner_shape)
+    full = tuple(o * i for o, i in zip(outer_shape, inner_shape))
+    for o in _coords(outer_shape):
+        om, ot = _split(apply(outer, o, outer_shape))
+        for i in _coords(inner_shape):
+            im, it = _split(apply(inner, i, inner_shape))
+            want = {k: om.get(k, 0) * span(inner, k) + im.get(k, 0) for k in set(om) | set(im)}
+            got = apply(tiled, tuple(a * n + b for a, n, b in zip(o, inner_shape, i)), full)
+            assert _split(got) == ({k: v for k, v in want.items() if v}, ot + it)
+
+
+@SETTINGS
+@given(tile_case())
+def test_tile_to_is_tile_by_row_major_and_tiles_are_recognised(case):
+    """tile_to(L, shape, atom) == tile(row_major(shape / atom), L) as functions; and for
+    T = tile(O, I), is_tile_inner(I, T) and is_tile_outer(O, T) find parts that rebuild T."""
+    outer, inner, outer_shape, inner_shape = case
+    full = tuple(o * i for o, i in zip(outer_shape, inner_shape))
+    assert all_equal(tile_to(inner, full, inner_shape), tile(row_major(outer_shape), inner, outer_shape, inner_shape))
+    tiled = tile(outer, inner, outer_shape, inner_shape)
+    found_outer = is_tile_inner(inner, tiled, full, inner_shape)
+    assert found_outer is not None
+    assert canonicalize(tile(found_outer, inner, outer_shape, inner_shape)) == canonicalize(tiled)
+    found_inner = is_tile_outer(outer, tiled, full, outer_shape)
+    assert found_inner is not None
+    assert canonicalize(tile(outer, found_inner, outer_shape, inner_shape)) == canonicalize(tiled)
+
+
+@SETTINGS
+@given(layout_and_shape(), st.data())
+def test_permute_dims_moves_coordinates(case, data):
+    """permute_dims(L, shape, perm) at c gives L at the coordinate whose dim perm[k] is c[k]."""
+    layout, shape = case
+    perm = data.draw(st.permutations(range(len(shape))))
+    moved = permute_dims(layout, shape, perm)
+    new_shape = tuple(shape[p] for p in perm)
+    for c in _coords(new_shape)[:256]:
+        orig = [0] * len(shape)
+        for k, p in enumerate(perm):
+            orig[p] = c[k]
+        assert nonzero(apply(moved, c, new_shape)) == nonzero(apply(layout, tuple(orig), shape))
+
+
+@SETTINGS
+@given(layouts(), st.sampled_from([1, 2, 4]))
+def test_unpack_then_pack_is_identity(layout, n):
+    """pack(unpack(L, n), n) == L; unpack(L, n) at i*n + r is n*L(i) + r on m (before the swizzle)."""
+    assert pack(unpack(layout, n), n) == layout
+    plain = TileLayout(layout.shard, layout.replica, layout.offset)
+    wide = unpack(plain, n)
+    for i in range(min(size(plain), 64)):
+        base = apply(plain, i)
+        for r in range(n):
+            assert apply(wide, i * n + r) == {**base, "m": base["m"] * n + r}
+
+
+@SETTINGS
+@given(st.integers(0, 4), st.integers(0, 3), st.integers(1, 4))
+def test_swizzle_is_a_bijection_on_its_atom(p, b, a):
+    """SW[p, b, a] permutes each aligned atom of 2**(p+a+b) offsets and each aligned block of 2**(p+b)."""
+    sw = Swizzle(p, b, a)
+    for base in (0, sw.period, 5 * sw.period):
+        atom = range(base, base + sw.period)
+        assert sorted(sw(o) for o in atom) == list(atom)
+    for start in range(0, sw.period, sw.block):
+        block = range(start, start + sw.block)
+        assert sorted(sw(o) for o in block) == list(block)
+
+
+@SETTINGS
+@given(layouts())
+def test_to_lit_round_trips(layout):
+    """to_layout(to_lit(L)) == L, and the literal's children are integer literals."""
+    lit = to_lit(layout)
+    assert isinstance(lit, ir.LayoutLit)
+    nodes = lit.shard + lit.replica + lit.offset
+    assert all(isinstance(it.extent, ir.Int) and isinstance(it.stride, ir.Int) for it in nodes)
+    assert to_layout(lit) == layout
+
+
+@SETTINGS
+@given(layouts())
+def test_str_is_the_printed_literal_and_parses_back(layout):
+    """str(L) is the printer's text of to_lit(L), and parsing that text gives L again."""
+    text = print_expr(to_lit(layout))
+    assert str(layout) == text
+    (const,) = parse(f"const X = {text}\n").consts
+    assert to_layout(const.value) == layout
+
+
+def test_random_layouts_cover_every_thread_axis():
+    """The strategy reaches each thread-hierarchy axis (a guard on the strategy itself)."""
+    seen = set()
+
+    @settings(max_examples=200, deadline=None)
+    @given(layouts(swizzle=False, extras=False))
+    def collect(layout):
+        seen.update(it.axis for it in layout.shard)
+
+    collect()
+    assert {"laneid", "wid_in_wg", "wgid", "tid_in_wg", "warpid", "tx"} <= seen
