@@ -1,0 +1,327 @@
+"""TMA descriptor planning (tilec.compiler.tma_plan), checked against a
+brute-force model of the hardware (tests/tma_sim.py): every plan must move
+exactly the elements the two layouts describe, inside the descriptor's
+bounds, and pass the runtime's tensor-map rules."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.layout import Iter, TileLayout, cosize, make, row_major
+from tilec.compiler.layout_shape import permute_dims
+from tilec.compiler.shared_layouts import mma_shared_layout
+from tilec.compiler.swizzle import hardware_swizzle
+from tilec.compiler.tma_plan import Affine, l2_promotion, plan_tma
+from tilec.runtime.tensormap import check_tensormap
+from tma_sim import intended, simulate
+
+
+def full(shape):
+    return [(0, n) for n in shape]
+
+
+def check(glayout, gshape, slayout, sshape, g_region, s_region, dtype, envs=({},), direction="g2s", **kw):
+    """Plan the copy, then check it against the model at each `envs` binding."""
+    plan = plan_tma(glayout, gshape, slayout, sshape, (g_region, s_region), dtype, direction, **kw)
+    check_tensormap({"name": "t", **plan.descriptor()}, None)
+    elem = DTYPES[dtype].bytes
+    reach = plan.dims[0] * DTYPES[plan.dtype].bytes + sum((d - 1) * s for d, s in zip(plan.dims[1:], plan.strides))
+    assert reach <= cosize(glayout or row_major(gshape)) * elem, "the map reaches past the tensor"
+    for env in envs:
+        assert simulate(plan, elem, env) == intended(glayout, gshape, slayout, sshape, g_region, s_region, elem, env)
+    assert plan.bytes == elem * len(intended(glayout, gshape, slayout, sshape, g_region, s_region, elem, envs[0]))
+    assert plan.elem_strides == (1,) * plan.rank and plan.interleave == "none"
+    return plan
+
+
+def zero(plan):
+    return [[c.evaluate({}) for c in issue.coords] for issue in plan.issues]
+
+
+# --------------------------------------------------------------------------
+# The seeds
+# --------------------------------------------------------------------------
+
+
+def test_seed_demo_is_one_rank3_box():
+    layout = mma_shared_layout("f16", 3, (8, 256))
+    plan = check(None, (8, 256), layout, (8, 256), full((8, 256)), full((8, 256)), "f16")
+    assert (plan.rank, plan.dims, plan.strides, plan.box) == (3, (64, 8, 4), (512, 128), (64, 8, 4))
+    assert (plan.swizzle, plan.l2_promotion, plan.oob_fill, plan.dtype) == ("128B", "128B", "zero", "f16")
+    assert zero(plan) == [[0, 0, 0]] and plan.issues[0].smem_offset == Affine()
+    assert plan.bytes == 8 * 256 * 2
+
+
+def test_gemm_operand_load_with_stages():
+    layout = mma_shared_layout("f16", 3, (2, 128, 64))
+    g_region = [("m_st", 128), (Affine(0, (("k", 64),)), 64)]
+    s_region = [("stage", 1), (0, 128), (0, 64)]
+    envs = [{"m_st": 128 * i, "k": j, "stage": s} for i, j, s in [(0, 0, 0), (3, 5, 1), (31, 63, 1)]]
+    plan = check(None, (4096, 4096), layout, (2, 128, 64), g_region, s_region, "f16", envs)
+    assert (plan.rank, plan.dims, plan.strides, plan.box) == (2, (4096, 4096), (8192,), (64, 128))
+    (issue,) = plan.issues
+    assert issue.coords == (Affine(0, (("k", 64),)), Affine.of("m_st"))
+    assert issue.smem_offset == Affine(0, (("stage", 128 * 64),))
+    assert plan.bytes == 128 * 64 * 2
+
+
+def test_gemm_epilogue_store_spans_two_atoms_in_one_issue():
+    layout = mma_shared_layout("f16", 3, (128, 128))
+    envs = [{"m": 0, "n": 0}, {"m": 3968, "n": 3968}, {"m": 128, "n": 256}]
+    plan = check(None, (4096, 4096), layout, (128, 128), [("m", 128), ("n", 128)], full((128, 128)),
+                 "f16", envs, direction="s2g")
+    assert plan.direction == "s2g"
+    assert (plan.rank, plan.box, plan.strides) == (3, (64, 128, 2), (8192, 128))
+    assert len(plan.issues) == 1
+
+
+def test_descriptor_does_not_depend_on_the_start():
+    layout = mma_shared_layout("f16", 3, (128, 64))
+    plans = [
+        plan_tma(None, (512, 512), layout, (128, 64), ([(m, 128), (k, 64)], full((128, 64))), "f16", "g2s")
+        for m, k in [(0, 0), (128, 64), ("m", "k")]
+    ]
+    assert len({str(p.descriptor()) for p in plans}) == 1
+
+
+# --------------------------------------------------------------------------
+# The grid: swizzle modes x element sizes x regions
+# --------------------------------------------------------------------------
+
+DTYPE_NAMES = ["u8", "f16", "f32"]
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("atoms", [(1, 1), (2, 1), (1, 2), (2, 3)])
+def test_swizzled_tiles_load_in_one_issue(mode, dtype, atoms):
+    rows, width = 8 * atoms[0], (16 << mode) // DTYPES[dtype].bytes * atoms[1]
+    layout = mma_shared_layout(dtype, mode, (rows, width))
+    gshape = (3 * rows, 2 * width + 16)
+    g_region = [("r", rows), ("c", width)]
+    envs = [{"r": 0, "c": 0}, {"r": rows + 3, "c": 16}, {"r": 2 * rows, "c": width + 16}]
+    plan = check(None, gshape, layout, (rows, width), g_region, full((rows, width)), dtype, envs)
+    assert len(plan.issues) == 1
+    assert plan.box[0] * DTYPES[plan.dtype].bytes <= {0: 256, 1: 32, 2: 64, 3: 128}[mode]
+
+
+@pytest.mark.parametrize("mode", [0, 3])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+def test_constant_partial_regions(mode, dtype):
+    width = (16 << mode) // DTYPES[dtype].bytes
+    layout = mma_shared_layout(dtype, mode, (16, 2 * width))
+    region = [(5, 16), (width, 2 * width)]
+    plan = check(None, (40, 4 * width), layout, (16, 2 * width), region, full((16, 2 * width)), dtype)
+    assert len(plan.issues) == 1
+
+
+def test_shared_region_slice_is_an_offset():
+    layout = mma_shared_layout("f16", 3, (4, 64, 64))
+    s_region = [(2, 1), (32, 32), (0, 64)]
+    plan = check(None, (256, 256), layout, (4, 64, 64), [("r", 32), (64, 64)], s_region, "f16",
+                 [{"r": 0}, {"r": 100}])
+    assert plan.issues[0].smem_offset == Affine(2 * 64 * 64 + 32 * 64)
+
+
+@pytest.mark.parametrize("rank", [3, 4, 5])
+def test_higher_rank_globals(rank):
+    gshape = (3, 5, 4, 24, 128)[-rank:]
+    tile = (2, 3, 2, 16, 64)[-rank:]
+    starts = [("a", 1), ("b", 2), (1, 1), ("r", 8), ("c", 64)][-rank:]
+    g_region = [(s, n) for (s, _), n in zip(starts, tile)]
+    layout = mma_shared_layout("f16", 3, tile)
+    env = {"a": 1, "b": 2, "r": 8, "c": 64}
+    plan = check(None, gshape, layout, tile, g_region, full(tile), "f16", [env, dict.fromkeys(env, 0)])
+    assert plan.rank <= 5
+
+
+def test_unit_dims_between_copied_dims():
+    layout = mma_shared_layout("f32", 2, (16, 32))
+    g_region = [(1, 1), ("r", 16), (3, 1), (0, 32)]
+    s_region = full((16, 32))
+    for slayout in (None, layout):
+        plan = check(None, (2, 64, 4, 32), slayout, (16, 32), g_region, s_region, "f32", [{"r": 7}, {"r": 48}])
+        assert len(plan.issues) == 1 and plan.rank == (4 if slayout is None else 5)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+def test_column_major_tiles_keep_the_contiguous_dim_innermost(mode, dtype):
+    width = (16 << mode) // DTYPES[dtype].bytes  # one atom row of m
+    tile = (2 * width, 16)  # (m, k), m contiguous in both memories
+    glayout = make((4 * width, 64), (1, 4 * width))
+    slayout = permute_dims(mma_shared_layout(dtype, mode, (16, 2 * width)), (16, 2 * width), (1, 0))
+    plan = check(glayout, (4 * width, 64), slayout, tile, [("m", 2 * width), ("k", 16)], full(tile), dtype,
+                 [{"m": 0, "k": 0}, {"m": 2 * width, "k": 48}, {"m": width, "k": 5}])
+    assert len(plan.issues) == 1 and plan.strides[0] == 4 * width * DTYPES[dtype].bytes
+
+
+def test_transposing_copy_is_refused():
+    with pytest.raises(TilecError, match="cannot transpose"):
+        plan_tma(make((256, 128), (1, 256)), (256, 128), mma_shared_layout("f16", 3, (64, 64)), (64, 64),
+                 (full((64, 64)), full((64, 64))), "f16", "g2s")
+
+
+# --------------------------------------------------------------------------
+# Issue loops, merging, promotion
+# --------------------------------------------------------------------------
+
+
+def test_padded_shared_rows_need_one_issue_per_row():
+    slayout = make((4, 64), (128, 1))  # 64 f16 per row, rows 256 bytes apart
+    plan = check(None, (64, 128), slayout, (4, 64), [("r", 4), ("c", 64)], full((4, 64)), "f16",
+                 [{"r": 0, "c": 0}, {"r": 60, "c": 64}])
+    assert len(plan.issues) == 4 and plan.box == (64, 1)
+    assert [i.smem_offset.const for i in plan.issues] == [0, 128, 256, 384]
+
+
+def test_gap_between_atom_columns_becomes_an_issue_axis():
+    slayout = TileLayout([Iter(16, 64), Iter(2, 2048), Iter(64, 1)], swizzle=hardware_swizzle(DTYPES["f16"], 3))
+    plan = check(None, (64, 256), slayout, (16, 128), [(16, 16), (64, 128)], full((16, 128)), "f16")
+    assert len(plan.issues) == 2 and plan.box == (64, 16)
+
+
+def test_rank_overflow_shortens_the_chain():
+    tile = (2, 2, 2, 8, 128)
+    plan = check(None, (4, 4, 4, 8, 256), mma_shared_layout("f16", 3, tile), tile, full(tile)[:3] + [(0, 8), (0, 128)],
+                 full(tile), "f16")
+    assert plan.rank == 5 and len(plan.issues) == 16
+
+
+def test_long_rows_without_swizzle_are_cut_at_256():
+    plan = check(None, (4, 1024), None, (4, 1024), full((4, 1024)), full((4, 1024)), "f16")
+    assert plan.box == (256, 4, 4) and len(plan.issues) == 1
+
+
+def test_narrow_global_rows_merge_and_promote():
+    plan = check(None, (64, 8), None, (64, 8), full((64, 8)), full((64, 8)), "u8")
+    assert (plan.dtype, plan.dims, plan.box, plan.strides) == ("u16", (256,), (256,), ())
+    rows = check(None, (256, 8), None, (64, 8), [("r", 64), (0, 8)], full((64, 8)), "u8",
+                 [{"r": 0}, {"r": 192}, {"r": 2}])
+    assert rows.dtype == "u16" and rows.issues[0].coords == (Affine(0, (("r", 4),)),)
+
+
+def test_nan_fill_keeps_the_float_type_and_shortens_the_box_instead():
+    args = (None, (256, 2), None, (256, 2), (full((256, 2)), full((256, 2))), "f32", "g2s")
+    wide = check(*args[:4], *args[4], "f32")
+    assert (wide.dtype, wide.box, len(wide.issues)) == ("u64", (256,), 1)
+    nan = check(*args[:4], *args[4], "f32", oob_fill="nan")
+    assert (nan.dtype, nan.box, nan.oob_fill, len(nan.issues)) == ("f32", (256,), "nan", 2)
+
+
+def test_l2_promotion_follows_the_row():
+    assert [l2_promotion(b) for b in (16, 32, 64, 128, 192, 256, 512)] == [
+        "none", "none", "64B", "128B", "128B", "256B", "256B"]
+
+
+# --------------------------------------------------------------------------
+# Errors: each rule
+# --------------------------------------------------------------------------
+
+
+def plan_error(*args, **kw):
+    with pytest.raises(TilecError) as info:
+        plan_tma(*args, **kw)
+    return str(info.value)
+
+
+def test_thread_axes_are_refused():
+    lanes = make((32, 8), ((1, "laneid"), 1))
+    assert "axis 'laneid'" in plan_error(None, (32, 8), lanes, (32, 8), (full((32, 8)), full((32, 8))), "f16", "g2s")
+
+
+def test_rank_over_five_is_refused():
+    shape = (3,) * 5 + (32,)
+    region = [(0, 2)] * 5 + [(0, 16)]
+    msg = plan_error(None, shape, None, (2,) * 5 + (16,), (region, full((2,) * 5 + (16,))), "f16", "g2s")
+    assert "rank 6" in msg
+
+
+def test_short_inner_row_is_refused():
+    msg = plan_error(None, (64, 64), None, (64, 4), ([(0, 64), (0, 4)], full((64, 4))), "f16", "g2s")
+    assert "8 bytes, not a multiple of 16" in msg
+
+
+def test_global_stride_off_16_bytes_is_refused():
+    msg = plan_error(None, (64, 20), None, (8, 16), ([(0, 8), (0, 16)], full((8, 16))), "f16", "g2s")
+    assert "40 bytes" in msg
+
+
+def test_misaligned_shared_issue_is_refused():
+    msg = plan_error(None, (64, 16), make((8, 16), (48, 1)), (8, 16), ([(0, 8), (0, 16)], full((8, 16))), "u8", "g2s")
+    assert "not a multiple of 128 bytes" in msg
+
+
+def test_other_user_errors():
+    sw = mma_shared_layout("f16", 3, (8, 64))
+    cases = [
+        ((None, (8, 64), sw, (8, 64), ([(0, 8), (0, 64)], [(0, 8), (0, 32)]), "f16", "g2s"), "differ"),
+        ((None, (8, 64), sw, (8, 64), (full((8, 64)), full((8, 64))), "i32", "g2s", "nan"), "float"),
+        ((None, (8, 64), None, (8, 64), ([(0, 1), (0, 1)], [(0, 1), (0, 1)]), "f16", "g2s"), "one element"),
+        ((None, (8, 64), None, (8, 64), ([(4, 8), (0, 64)], full((8, 64))), "f16", "g2s"), "outside"),
+        ((make((8, 32), (128, 1)), (8, 64), None, (8, 64), (full((8, 64)), full((8, 64))), "f16", "g2s"),
+         "elements"),
+        ((make((2, 4, 64), (64, 512, 1)), (8, 64), None, (8, 64), (full((8, 64)), full((8, 64))), "f16", "g2s"),
+         "one stride per global dim"),
+        ((None, (8, 256), mma_shared_layout("f16", 3, (8, 256)), (8, 256),
+          (full((8, 256)), [(0, 8), ("c", 256)]), "f16", "g2s"), None),
+        ((None, (8, 512), mma_shared_layout("f16", 3, (8, 512)), (8, 512),
+          ([(0, 8), (0, 256)], [(0, 8), ("c", 256)]), "f16", "g2s"), "runtime start"),
+        ((None, (8, 64), TileLayout([Iter(512, 1)], swizzle=hardware_swizzle(DTYPES["f32"], 3)), (8, 64),
+          (full((8, 64)), full((8, 64))), "f16", "g2s"), "not a hardware swizzle"),
+    ]
+    for args, needle in cases:
+        if needle is None:
+            plan_tma(*args)  # a full-length region may name its start: it can only be 0
+            continue
+        assert needle in plan_error(*args), needle
+
+
+# --------------------------------------------------------------------------
+# Random layouts: a plan, when there is one, is the copy
+# --------------------------------------------------------------------------
+
+
+@st.composite
+def copies(draw):
+    """A copy of a random region between a row-major global tensor and a
+    shared tile whose digits are permuted, with optional gaps and swizzle."""
+    dtype = draw(st.sampled_from(DTYPE_NAMES))
+    elem = DTYPES[dtype].bytes
+    ndim = draw(st.integers(1, 3))
+    inner = draw(st.sampled_from([16, 32, 64, 128])) // elem
+    tile = [draw(st.sampled_from([1, 2, 4, 8])) for _ in range(ndim - 1)] + [inner * draw(st.sampled_from([1, 2, 4]))]
+    digits = []  # (dim, extent, unit)
+    for d, n in enumerate(tile):
+        cut = draw(st.sampled_from([k for k in (1, 2, 4, 8, 16, 32, 64, 128) if n % k == 0 and k <= n]))
+        pieces = [(n // cut, cut), (cut, 1)] if 1 < cut < n else [(n, 1)]
+        digits += [(d, e, u) for e, u in pieces if e > 1]
+    plain = draw(st.booleans())  # row-major digits, no gaps, no swizzle: a plan must exist
+    order = sorted(digits, key=lambda g: (g[0], -g[2]), reverse=True) if plain else draw(st.permutations(digits))
+    if not plain and draw(st.booleans()):  # keep the digit holding the innermost unit first in memory
+        lead = max((g for g in digits if g[0] == ndim - 1 and g[2] == 1), key=lambda g: g[1])
+        order = [lead] + [g for g in order if g != lead]
+    stride, strides = 1, {}
+    for g in order:
+        strides[g] = stride
+        stride *= g[1] * (1 if plain else draw(st.sampled_from([1, 1, 1, 2])))
+    shard = [Iter(e, strides[(d, e, u)]) for d, e, u in sorted(digits, key=lambda g: (g[0], -g[2]))]
+    mode = 0 if plain else draw(st.sampled_from([0, 1, 2, 3]))
+    slayout = TileLayout(shard or [Iter(1, 1)], swizzle=hardware_swizzle(DTYPES[dtype], mode))
+    gshape = [n + draw(st.sampled_from([0, 0, 16 // elem, 64])) for n in tile]
+    symbolic = [draw(st.booleans()) for _ in tile]
+    starts = [draw(st.integers(0, g - n)) for g, n in zip(gshape, tile)]
+    g_region = [(f"s{d}" if symbolic[d] else s, n) for d, (s, n) in enumerate(zip(starts, tile))]
+    env = {f"s{d}": s for d, s in enumerate(starts)}
+    return dtype, tuple(gshape), slayout, tuple(tile), g_region, env, plain
+
+
+@settings(max_examples=150, deadline=None)
+@given(copies())
+def test_random_plans_are_exact(copy):
+    dtype, gshape, slayout, tile, g_region, env, plain = copy
+    try:
+        check(None, gshape, slayout, tile, g_region, full(tile), dtype, [env])
+    except TilecError:
+        assert not plain

@@ -1,0 +1,584 @@
+"""TMA descriptor planning: the cuTensorMap and the issues that move a tile
+between global and shared memory.
+
+What the hardware does with one `cp.async.bulk.tensor`: for each descriptor
+dim j (innermost first) it walks box[j] positions from coordinate c[j]; the
+element at box position p is read from (written to) global memory at
+sum((c[j] + p[j]) * stride[j]) and written densely to shared memory, the box
+row-major with dim 0 fastest, from the address the instruction names; every
+16-byte chunk's shared address is then XOR-swizzled by the descriptor's mode
+(the same permutation as the layout algebra's hardware swizzles, applied to
+absolute addresses, which is why swizzled tiles are aligned to the swizzle
+period).  Planning finds descriptor dims, and a loop of issues when one box
+cannot hold the copy, whose walk is exactly the copy the layouts describe.
+
+L1  Both layouts are canonicalized; the shared swizzle is stripped and its
+    hardware mode recorded; thread, tensor-memory, replica and (global)
+    offset parts are refused.  The global layout is grouped by the buffer
+    shape (one stride per dim) and the shared layout sliced to the region.
+L2  The copy's elements are split into *digits*: the sliced shared layout's
+    iterators per copied dim, each with its shared stride and the global
+    stride its step along the global dim gives.  The *chain* starts at the
+    digit of shared stride 1 (which must be global stride 1: TMA cannot
+    transpose) and follows the digit whose shared stride is the product of
+    the extents so far.  A prefix of the chain becomes the box, cut into
+    segments of at most 256 (the innermost one within the swizzle's atom
+    row); every other digit is an *issue axis*, a loop of issues each with
+    its coordinate step and shared offset.
+L3  The segments, in chain order, are the descriptor dims (so the box's
+    row-major order is the shared order); carriers (below) follow.  Adjacent
+    dims merge when the inner one is fully boxed and the outer continues it
+    in global memory, if a stride breaks the 16-byte rule or the rank is
+    over 5; an innermost box over 256 promotes the element type (1 -> 2 ->
+    4 -> 8 bytes).  The hardware rules are then checked; on a failure the
+    chain is shortened (whole digits, then divisors of the last one) and the
+    plan retried, and when every choice fails the error names the rule the
+    last, smallest choice broke.
+
+Coordinates.  One descriptor serves every copy of the same tile of a tensor
+(each k step, each stage), so region starts go into coordinates, never into
+the descriptor.  Each global dim with a start or an issue axis has one
+*carrier* dim: the segment holding its unit step, else an added box-1 dim
+with the dim's own stride.  Its coordinate is the start plus the issue's
+offset along the dim; the other segments of the dim start at 0.  So a
+coordinate is affine in the starts (`bx * 128`, `k * 64`) and never divides
+them.  The carrier's extent is the dim's extent less what the other segments
+reach, so a copy inside the tensor is inside every descriptor dim and the
+map spans exactly the tensor: the seed's 8x256 tile gives dims (64, 8, 4).
+"""
+from __future__ import annotations
+
+import itertools
+from math import prod
+from typing import Mapping, Optional, Sequence, Union
+
+import attrs
+
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DType, dtype as lookup_dtype
+from tilec.compiler.layout import Iter, TileLayout, canonicalize, row_major
+from tilec.compiler.layout_shape import group, slice_region
+from tilec.compiler.swizzle import ATOM_BYTES, MODE_NAMES, swizzle_mode
+
+__all__ = ["Affine", "TmaIssue", "TmaPlan", "plan_tma", "MAX_RANK", "MAX_BOX"]
+
+MAX_RANK = 5
+MAX_BOX = 256
+STRIDE_ALIGN = 16  # bytes: global strides, and the innermost box row
+SMEM_ALIGN = 128  # bytes: the shared address of every issue
+MAX_STRIDE = 1 << 40
+MAX_DIM = 1 << 32
+_UNSIGNED = {2: "u16", 4: "u32", 8: "u64"}
+
+
+# --------------------------------------------------------------------------
+# Affine forms of region starts
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Affine:
+    """`const + sum(coeff * symbol)`: a region start, a coordinate or a shared
+    offset.  Symbols are opaque names of runtime values (the pass maps them
+    back to expressions); `terms` is sorted by symbol, without zeros."""
+
+    const: int = 0
+    terms: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, value: Union[int, str, "Affine"]) -> "Affine":
+        """An int is a constant, a str a symbol with coefficient 1."""
+        if isinstance(value, Affine):
+            return value
+        if isinstance(value, str):
+            return cls(0, ((value, 1),))
+        if type(value) is int:
+            return cls(value)
+        raise TypeError(f"a region start is an int, a symbol name or an Affine, not {value!r}")
+
+    @property
+    def is_const(self) -> bool:
+        return not self.terms
+
+    def __add__(self, other: "Affine") -> "Affine":
+        coeffs = dict(self.terms)
+        for name, c in other.terms:
+            coeffs[name] = coeffs.get(name, 0) + c
+        return Affine(self.const + other.const, tuple(sorted((n, c) for n, c in coeffs.items() if c)))
+
+    def __sub__(self, other: "Affine") -> "Affine":
+        return self + other * -1
+
+    def __mul__(self, k: int) -> "Affine":
+        if k == 0:
+            return Affine()
+        return Affine(self.const * k, tuple((n, c * k) for n, c in self.terms))
+
+    def divisible_by(self, n: int) -> bool:
+        """Whether the value is a multiple of `n` whatever the symbols are."""
+        return self.const % n == 0 and all(c % n == 0 for _, c in self.terms)
+
+    def exact_div(self, n: int) -> "Affine":
+        assert self.divisible_by(n)
+        return Affine(self.const // n, tuple((s, c // n) for s, c in self.terms))
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        return self.const + sum(c * env[name] for name, c in self.terms)
+
+    def __str__(self) -> str:
+        parts = [name if c == 1 else f"{name} * {c}" for name, c in self.terms]
+        if self.const or not parts:
+            parts.append(str(self.const))
+        return " + ".join(parts)
+
+
+Start = Union[int, str, Affine]
+Region = Sequence[tuple[Start, int]]
+
+
+# --------------------------------------------------------------------------
+# The plan
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class TmaIssue:
+    """One `cp.async.bulk.tensor`: its coordinates (innermost first, in the
+    descriptor's element type) and where its box starts in the shared buffer,
+    in elements of the buffer's dtype before the swizzle."""
+
+    coords: tuple[Affine, ...]
+    smem_offset: Affine
+
+
+@attrs.frozen
+class TmaPlan:
+    """A descriptor (the kernel.json fields; dims, box and elem_strides
+    innermost first, strides in bytes without the innermost) and the issues
+    of one copy.  `dtype` is the descriptor's element type, an unsigned
+    integer of the promoted width when the innermost box was too long;
+    `bytes` is what one copy moves (the mbarrier's expect_tx share)."""
+
+    dtype: str
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    box: tuple[int, ...]
+    elem_strides: tuple[int, ...]
+    interleave: str
+    swizzle: str
+    l2_promotion: str
+    oob_fill: str
+    direction: str
+    issues: tuple[TmaIssue, ...]
+    bytes: int
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    def descriptor(self) -> dict:
+        """The tensor map as kernel.json writes it, less its name and tensor."""
+        return {
+            "dtype": self.dtype,
+            "rank": self.rank,
+            "dims": list(self.dims),
+            "strides": list(self.strides),
+            "box": list(self.box),
+            "elem_strides": list(self.elem_strides),
+            "interleave": self.interleave,
+            "swizzle": self.swizzle,
+            "l2_promotion": self.l2_promotion,
+            "oob_fill": self.oob_fill,
+        }
+
+
+def l2_promotion(row_bytes: int) -> str:
+    """The L2 promotion for a box whose rows are `row_bytes` contiguous global
+    bytes: the widest of 256/128/64 bytes that the row fills.  Promotion makes
+    L2 fetch that many bytes per request; up to the row it saves requests,
+    beyond it fetches bytes the box does not use.  A 128B-swizzled row is
+    128 bytes, so it gets "128B", what CUTLASS uses for its swizzled tiles."""
+    for size in (256, 128, 64):
+        if row_bytes >= size:
+            return f"{size}B"
+    return "none"
+
+
+# --------------------------------------------------------------------------
+# L1: the two layouts
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _GlobalDim:
+    extent: int
+    stride: int  # elements
+    start: Affine
+    count: int  # the region's extent
+
+
+@attrs.frozen
+class _Digit:
+    """`extent` steps of the copy that advance `sstride` elements in shared
+    memory and `gstride` in global, `unit` along global dim `gdim`."""
+
+    extent: int
+    sstride: int
+    gstride: int
+    gdim: int
+    unit: int
+
+    def inner(self, n: int) -> "_Digit":
+        return attrs.evolve(self, extent=n)
+
+    def outer(self, n: int) -> "_Digit":
+        """What is left after the inner `n` steps."""
+        return _Digit(self.extent // n, self.sstride * n, self.gstride * n, self.gdim, self.unit * n)
+
+
+def _memory_only(layout: TileLayout, side: str) -> None:
+    for it in layout.shard + layout.replica:
+        if it.axis != "m":
+            raise TilecError(
+                f"TMA moves memory tiles: the {side} layout {layout} places elements on "
+                f"axis '{it.axis}' (only memory offsets are allowed)"
+            )
+    if layout.replica:
+        raise TilecError(f"TMA cannot copy the replicated {side} layout {layout}")
+    for name, _ in layout.offset:
+        if name != "m":
+            raise TilecError(f"TMA moves memory tiles: the {side} layout {layout} has an offset on '{name}'")
+
+
+def _check_region(region: Region, shape: tuple[int, ...], side: str) -> list[tuple[Affine, int]]:
+    if len(region) != len(shape):
+        raise TilecError(f"the {side} region has {len(region)} dims but the buffer has {len(shape)}")
+    out = []
+    for d, (start, count) in enumerate(region):
+        start = Affine.of(start)
+        if type(count) is not int or count < 1:
+            raise TilecError(f"the {side} region's extent on dim {d} must be a positive integer, got {count!r}")
+        if count > shape[d] or (start.is_const and not 0 <= start.const <= shape[d] - count):
+            raise TilecError(
+                f"the {side} region [{start} : {start} + {count}] is outside dim {d} (extent {shape[d]})"
+            )
+        # A region as long as its dim can only start at 0.
+        out.append((Affine() if count == shape[d] else start, count))
+    return out
+
+
+def _global_dims(layout: TileLayout, shape, region) -> list[_GlobalDim]:
+    if layout.swizzle is not None:
+        raise TilecError(f"TMA cannot read the swizzled global layout {layout}")
+    if layout.offset:
+        raise TilecError(f"TMA cannot address the global layout {layout}: it has an offset")
+    grouped = group(layout, shape)
+    dims = []
+    for d, (start, count) in enumerate(region):
+        iters = [it for it in grouped.dim(d) if it.extent > 1]
+        if len(iters) > 1:
+            raise TilecError(
+                f"TMA needs one stride per global dim, but dim {d} of {layout} over {shape} "
+                f"has strides {tuple(str(it) for it in iters)}"
+            )
+        dims.append(_GlobalDim(shape[d], iters[0].stride if iters else 0, start, count))
+    return dims
+
+
+def _shared_digits(layout: TileLayout, shape, region, copy_shape, gdims) -> tuple[Affine, list[_Digit]]:
+    """The shared start offset (elements, before the swizzle) and the digits."""
+    grouped = group(layout, shape)
+    offset = Affine()
+    concrete = []
+    for d, (start, count) in enumerate(region):
+        if start.is_const:
+            concrete.append((start.const, count))
+            continue
+        iters = [it for it in grouped.dim(d) if it.extent > 1]
+        if len(iters) != 1:
+            raise TilecError(
+                f"a runtime start ({start}) on dim {d} of the shared buffer needs one stride on that dim, "
+                f"but {layout} over {shape} has strides {tuple(str(it) for it in iters)}"
+            )
+        offset = offset + start * iters[0].stride
+        concrete.append((0, count))
+    sliced = slice_region(layout, shape, concrete)
+    offset = offset + Affine(dict(sliced.offset).get("m", 0))
+    shard = [it for it in sliced.shard if it.extent > 1] or [Iter(1, 1)]
+    per_dim = group(TileLayout(shard), copy_shape)
+    copied = [d for d, g in enumerate(gdims) if g.count > 1]
+    digits = []
+    for k, d in enumerate(copied):
+        unit = 1
+        for it in reversed(per_dim.dim(k)):
+            digits.append(_Digit(it.extent, it.stride, gdims[d].stride * unit, d, unit))
+            unit *= it.extent
+    return offset, digits
+
+
+def _chain(digits: list[_Digit], dt: DType) -> list[_Digit]:
+    """The maximal run of digits contiguous in shared memory from stride 1."""
+    first = [g for g in digits if g.sstride == 1]
+    if not first:
+        raise TilecError("no element of the shared tile is at stride 1, so no TMA box row can land in it")
+    if first[0].gstride != 1:
+        raise TilecError(
+            f"TMA needs the innermost descriptor dim at global stride 1, but the elements contiguous "
+            f"in shared memory are {first[0].gstride * dt.bytes} bytes apart in global memory "
+            "(TMA cannot transpose)"
+        )
+    chain, need, rest = [first[0]], first[0].extent, [g for g in digits if g is not first[0]]
+    while True:
+        nxt = next((g for g in rest if g.sstride == need), None)
+        if nxt is None:
+            return chain
+        chain.append(nxt)
+        rest.remove(nxt)
+        need *= nxt.extent
+
+
+# --------------------------------------------------------------------------
+# L3: one choice of box, as a descriptor
+# --------------------------------------------------------------------------
+
+
+class _Broken(Exception):
+    """A hardware rule a candidate descriptor breaks (the message says which)."""
+
+
+@attrs.frozen
+class _Dim:
+    extent: int
+    box: int
+    stride: int  # elements of the copy's dtype
+    base: Affine  # coordinate of the first issue
+    steps: tuple[int, ...]  # coordinate step per issue axis
+
+
+def _divisors_desc(n: int) -> list[int]:
+    return [a for a in range(n, 0, -1) if n % a == 0]
+
+
+def _cut(pieces: list[_Digit], first_limit: int) -> list[_Digit]:
+    """Each box piece cut into segments of at most 256 (the first at most
+    `first_limit`), innermost first."""
+    out = []
+    for piece in pieces:
+        while piece.extent > 1:
+            limit = first_limit if not out else MAX_BOX
+            size = next(a for a in _divisors_desc(piece.extent) if a <= limit)
+            if size == 1:
+                raise _Broken(f"a box run of {piece.extent} elements cannot be cut into segments of at most {limit}")
+            out.append(piece.inner(size))
+            piece = piece.outer(size)
+    return out
+
+
+def _descriptor(segments, axes, gdims) -> list[_Dim]:
+    """Segments then carriers as descriptor dims, with coordinates."""
+    carriers = {s.gdim: j for j, s in enumerate(segments) if s.unit == 1}
+    needed = {a.gdim for a in axes} | {d for d, g in enumerate(gdims) if g.start != Affine()}
+    extra = sorted(needed - carriers.keys(), key=lambda d: gdims[d].stride)
+    rows = [(s.gdim, s.unit, s.extent, s.gstride) for s in segments]
+    rows += [(d, 1, 1, gdims[d].stride) for d in extra]
+    carriers.update({d: len(segments) + i for i, d in enumerate(extra)})
+    reach = {}
+    for j, (d, unit, box, _) in enumerate(rows):
+        if carriers[d] != j:
+            reach[d] = reach.get(d, 0) + unit * (box - 1)
+    dims = []
+    for j, (d, unit, box, stride) in enumerate(rows):
+        if carriers[d] == j:
+            steps = tuple(a.unit if a.gdim == d else 0 for a in axes)
+            dims.append(_Dim(gdims[d].extent - reach.get(d, 0), box, stride, gdims[d].start, steps))
+        else:
+            dims.append(_Dim(box, box, stride, Affine(), (0,) * len(axes)))
+    return dims
+
+
+def _merge(dims: list[_Dim], elem: int) -> list[_Dim]:
+    """Merge a fully boxed dim into the next when the next continues it in
+    global memory and its stride breaks the 16-byte rule or the rank is over 5."""
+    dims = list(dims)
+    j = 0
+    while j + 1 < len(dims):
+        a, b = dims[j], dims[j + 1]
+        contiguous = a.box == a.extent and b.stride == a.stride * a.extent
+        if contiguous and ((b.stride * elem) % STRIDE_ALIGN or len(dims) > MAX_RANK):
+            dims[j : j + 2] = [
+                _Dim(
+                    a.extent * b.extent,
+                    a.box * b.box,
+                    a.stride,
+                    a.base + b.base * a.extent,
+                    tuple(x + y * a.extent for x, y in zip(a.steps, b.steps)),
+                )
+            ]
+        else:
+            j += 1
+    return dims
+
+
+def _promote(dims: list[_Dim], elem: int, oob_fill: str) -> tuple[list[_Dim], int]:
+    """Widen the element type until the innermost box is at most 256."""
+    inner = dims[0]
+    if inner.box <= MAX_BOX:
+        return dims, elem
+    if oob_fill == "nan":
+        raise _Broken(
+            f"the innermost box is {inner.box} elements, over {MAX_BOX}, and a NaN fill forbids "
+            "reading it as wider integers"
+        )
+    for factor in (2, 4, 8):
+        if elem * factor > 8:
+            break
+        if (
+            inner.box % factor
+            or inner.extent % factor
+            or not inner.base.divisible_by(factor)
+            or any(s % factor for s in inner.steps)
+        ):
+            break
+        if inner.box // factor <= MAX_BOX:
+            widened = _Dim(
+                inner.extent // factor,
+                inner.box // factor,
+                1,
+                inner.base.exact_div(factor),
+                tuple(s // factor for s in inner.steps),
+            )
+            return [widened] + dims[1:], elem * factor
+    raise _Broken(
+        f"the innermost box is {inner.box} elements, over {MAX_BOX}, and cannot be read as "
+        "wider elements (up to 8 bytes) to shorten it"
+    )
+
+
+def _validate(dims: list[_Dim], elem: int, copy_elem: int, mode: int) -> None:
+    if len(dims) > MAX_RANK:
+        raise _Broken(f"the descriptor needs rank {len(dims)}, over TMA's {MAX_RANK}")
+    row = dims[0].box * elem
+    if row % STRIDE_ALIGN:
+        raise _Broken(f"the innermost box row is {row} bytes, not a multiple of {STRIDE_ALIGN}")
+    if mode and row > ATOM_BYTES[mode]:
+        raise _Broken(
+            f"the innermost box row is {row} bytes, wider than the {MODE_NAMES[mode]} "
+            f"swizzle's {ATOM_BYTES[mode]}-byte span"
+        )
+    for j, d in enumerate(dims):
+        if d.box > MAX_BOX:
+            raise _Broken(f"box dim {j} is {d.box} elements, over TMA's {MAX_BOX}")
+        if d.extent > MAX_DIM:
+            raise _Broken(f"descriptor dim {j} has {d.extent} elements, over 2^32")
+    for j, d in enumerate(dims[1:], 1):
+        stride = d.stride * copy_elem
+        if stride <= 0 or stride % STRIDE_ALIGN:
+            raise _Broken(f"the global stride of descriptor dim {j} is {stride} bytes, not a positive multiple of 16")
+        if stride >= MAX_STRIDE:
+            raise _Broken(f"the global stride of descriptor dim {j} is {stride} bytes, not below 2^40")
+
+
+def _issues(dims: list[_Dim], axes: list[_Digit], base: Affine, elem: int) -> tuple[TmaIssue, ...]:
+    """Every issue, the issue axes row-major (the last axis fastest)."""
+    issues = []
+    for index in itertools.product(*(range(a.extent) for a in axes)):
+        coords = tuple(d.base + Affine(sum(s * k for s, k in zip(d.steps, index))) for d in dims)
+        offset = base + Affine(sum(a.sstride * k for a, k in zip(axes, index)))
+        if not (offset * elem).divisible_by(SMEM_ALIGN):
+            raise _Broken(
+                f"issue {len(issues)} starts {offset} elements into the shared buffer, which is not "
+                f"a multiple of {SMEM_ALIGN} bytes"
+            )
+        issues.append(TmaIssue(coords, offset))
+    return tuple(issues)
+
+
+# --------------------------------------------------------------------------
+# The planner
+# --------------------------------------------------------------------------
+
+
+def plan_tma(
+    global_layout: Optional[TileLayout],
+    global_shape: Sequence[int],
+    shared_layout: Optional[TileLayout],
+    shared_shape: Sequence[int],
+    region: tuple[Region, Region],
+    dtype: Union[str, DType],
+    direction: str,
+    oob_fill: str = "zero",
+) -> TmaPlan:
+    """The TMA plan of a copy between `global_layout` over `global_shape`
+    and `shared_layout` over `shared_shape` (None: row-major).  `region` is
+    (global region, shared region), each a (start, extent) per dim; a start
+    is an int, a symbol name or an `Affine` of symbols, and the issues'
+    coordinates and offsets are affine in them.  The two regions' non-unit
+    extents must be equal, in order.  `direction` is "g2s" or "s2g";
+    `oob_fill` "zero" or "nan" (what a load past the tensor's edge reads).
+    A copy no descriptor can express raises a `TilecError` naming the rule."""
+    dt = dtype if isinstance(dtype, DType) else lookup_dtype(dtype)
+    if direction not in ("g2s", "s2g"):
+        raise ValueError(f"direction must be 'g2s' or 's2g', not {direction!r}")
+    if oob_fill not in ("zero", "nan"):
+        raise TilecError(f"oob fill must be \"zero\" or \"nan\", not {oob_fill!r}")
+    if oob_fill == "nan" and not dt.is_float:
+        raise TilecError(f"a NaN out-of-bounds fill needs a float dtype, not {dt.name}")
+    gshape, sshape = tuple(global_shape), tuple(shared_shape)
+    glayout = canonicalize(global_layout or row_major(gshape))
+    slayout = canonicalize(shared_layout or row_major(sshape))
+    _memory_only(glayout, "global")
+    _memory_only(slayout, "shared")
+    mode = swizzle_mode(slayout.swizzle, dt)
+    slayout = attrs.evolve(slayout, swizzle=None)
+
+    g_region = _check_region(region[0], gshape, "global")
+    s_region = _check_region(region[1], sshape, "shared")
+    copy_shape = tuple(n for _, n in g_region if n > 1)
+    if copy_shape != tuple(n for _, n in s_region if n > 1):
+        raise TilecError(
+            f"the global region's extents {tuple(n for _, n in g_region)} and the shared region's "
+            f"{tuple(n for _, n in s_region)} differ once unit dims are dropped"
+        )
+    if not copy_shape:
+        raise TilecError(f"TMA moves boxes of at least {STRIDE_ALIGN} bytes; this region is one element")
+    gdims = _global_dims(glayout, gshape, g_region)
+    s_base, digits = _shared_digits(slayout, sshape, s_region, copy_shape, gdims)
+    chain = _chain(digits, dt)
+
+    first_limit = ATOM_BYTES[mode] // dt.bytes if mode else MAX_BOX
+    reason = ""
+    for length in range(len(chain), 0, -1):
+        last = chain[length - 1]
+        for size in _divisors_desc(last.extent):
+            if length > 1 and size == 1:
+                continue
+            if length == 1 and size < last.extent and (size * dt.bytes) % STRIDE_ALIGN:
+                continue
+            pieces = chain[: length - 1] + [last.inner(size)]
+            axes = ([last.outer(size)] if size < last.extent else []) + chain[length:]
+            axes += [g for g in digits if g not in chain]
+            axes.sort(key=lambda g: -g.sstride)
+            try:
+                dims = _descriptor(_cut(pieces, min(first_limit, MAX_BOX)), axes, gdims)
+                dims = _merge(dims, dt.bytes)
+                dims, elem = _promote(dims, dt.bytes, oob_fill)
+                _validate(dims, elem, dt.bytes, mode)
+                issues = _issues(dims, axes, s_base, dt.bytes)
+            except _Broken as broken:
+                reason = str(broken)
+                continue
+            return TmaPlan(
+                dtype=dt.name if elem == dt.bytes else _UNSIGNED[elem],
+                dims=tuple(d.extent for d in dims),
+                strides=tuple(d.stride * dt.bytes for d in dims[1:]),
+                box=tuple(d.box for d in dims),
+                elem_strides=(1,) * len(dims),
+                interleave="none",
+                swizzle=MODE_NAMES[mode],
+                l2_promotion=l2_promotion(dims[0].box * elem),
+                oob_fill=oob_fill,
+                direction=direction,
+                issues=issues,
+                bytes=prod(copy_shape) * dt.bytes,
+            )
+    raise TilecError(f"no TMA descriptor can express this copy: {reason}")

@@ -1,0 +1,256 @@
+"""The `plan-tma` pass: a TMA descriptor for every copy_async TMA will issue.
+
+A copy_async between a global kernel parameter and a shared buffer goes
+through TMA when it asks to (`dispatch="tma"`), or when it names no variant,
+one thread issues it (infer-scope gave it `thread.`) and the target has TMA
+(sm_90a and newer).  For each, this pass plans the descriptor
+(`tilec.compiler.tma_plan`), writes it once per distinct descriptor of a
+tensor as a statement at the top of the kernel -- where the emitter and
+kernel.json find it --
+
+    tensormap A_tmap0 = tensormap(A, f16, dims=(4096, 4096), strides=(8192,), box=(64, 128), ...)
+
+and annotates the copy with what its dispatch variant needs, so that
+nothing is planned twice:
+
+    thread.copy_async(Asmem[stage, :, :], A[bx * 128 : bx * 128 + 128, k * 64 : k * 64 + 64],
+                      dispatch="tma", mbar=bar.ptr_to([stage]), tmap="A_tmap0",
+                      tma_issues=[((k * 64, bx * 128), stage * 8192)])
+
+`tma_issues` has one `((coordinates...), shared_offset)` per
+cp.async.bulk.tensor: the coordinates innermost first, in the descriptor's
+elements; the offset in elements of the shared buffer's dtype from the
+buffer's first element, before the swizzle (the box's shared address is the
+buffer's address plus offset * element size).  Both are affine in the
+region starts as written: the starts are read as sums of integer multiples
+of opaque terms (`bx * 128`, `stage`, `k % 2`), and those terms are written
+back unchanged.
+
+A copy that did not ask for TMA and that no descriptor can express is left
+alone, for dispatch to lower another way; under `dispatch="tma"` the reason
+is the error.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+from tilec.compiler import ir, visit
+from tilec.compiler.builtins import tile_primitive
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.layout_ir import to_layout
+from tilec.compiler.passmanager import Pass, PassContext
+from tilec.compiler.printer import print_expr
+from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
+from tilec.compiler.targets import Target
+from tilec.compiler.tma_plan import SMEM_ALIGN, Affine, TmaPlan, plan_tma
+from tilec.passes.dispatch.registry import NameGen, TileOp
+
+TMA_TARGET = "sm_90a"
+
+
+class PlanTma(Pass):
+    name = "plan-tma"
+    requires = frozenset({"folded", "canonical-layouts", "scheduler-lowered", "scoped", "smem-planned"})
+    provides = frozenset({"tma-planned"})
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
+        kernels = tuple(_KernelPlanner(k, module, ctx.target).run() for k in module.kernels)
+        return attrs.evolve(module, kernels=kernels)
+
+
+def _identifiers(kernel: ir.Kernel, module: ir.Module) -> set:
+    names = {p.name for p in kernel.params} | {c.name for c in module.consts} | {h.name for h in module.helpers}
+    for node in visit.walk(kernel):
+        if isinstance(node, ir.Name):
+            names.add(node.id)
+        elif isinstance(node, ir.For):
+            names.add(node.var)
+        elif isinstance(node, (ir.Meta, ir.TensorMap, ir.InlineDef)):
+            names.add(node.name)
+    return names
+
+
+class _KernelPlanner:
+    def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target):
+        self.kernel = kernel
+        self.target = target
+        self.syms: KernelSymbols = analyze_kernel(kernel, module, target)
+        self.names = NameGen(_identifiers(kernel, module))
+        self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
+        self.new: list = []
+
+    def run(self) -> ir.Kernel:
+        body = self.block(self.kernel.body)
+        return attrs.evolve(self.kernel, body=tuple(self.new) + body)
+
+    def block(self, stmts) -> tuple:
+        return tuple(self.stmt(s) for s in stmts)
+
+    def stmt(self, s: ir.Stmt) -> ir.Stmt:
+        if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and tile_primitive(s.expr.func) == "copy_async":
+            return attrs.evolve(s, expr=self.copy(s.expr))
+        changes = {f: self.block(getattr(s, f)) for f in ("body", "then", "orelse") if isinstance(getattr(s, f, None), tuple)}
+        return attrs.evolve(s, **changes) if changes else s
+
+    # ---- one copy -----------------------------------------------------
+
+    def copy(self, call: ir.Call) -> ir.Call:
+        op = TileOp.from_call(call)
+        if "tmap" in op.kwargs:
+            return call
+        wanted = op.dispatch == "tma"
+        if not wanted and (op.dispatch is not None or op.scope != "thread" or not self.target.at_least(TMA_TARGET)):
+            return call
+        try:
+            if not self.target.at_least(TMA_TARGET):
+                raise TilecError(f"TMA needs {TMA_TARGET} or newer (target is {self.target})")
+            tensor, plan, atoms = self.plan(op)
+        except TilecError as err:
+            if wanted:
+                raise err.with_span(call.span)
+            return call
+        issues = ir.ListExpr(
+            tuple(
+                ir.TupleExpr((ir.TupleExpr(tuple(_expr(c, atoms) for c in i.coords)), _expr(i.smem_offset, atoms)))
+                for i in plan.issues
+            )
+        )
+        kwargs = (
+            ir.Keyword("tmap", ir.Str(self.tensormap(tensor, plan))),
+            ir.Keyword("tma_issues", issues),
+        )
+        return attrs.evolve(call, kwargs=call.kwargs + kwargs)
+
+    def plan(self, op: TileOp) -> tuple[str, TmaPlan, dict]:
+        if len(op.args) != 2:
+            raise TilecError(f"copy_async takes the destination and the source, got {len(op.args)} operand(s)")
+        dst, src = op.args
+        bdst, bsrc = self.syms.buffer_of(dst), self.syms.buffer_of(src)
+        if bsrc.scope == "global" and bdst.is_shared:
+            direction, (garg, gbuf), (sarg, sbuf) = "g2s", (src, bsrc), (dst, bdst)
+        elif bdst.scope == "global" and bsrc.is_shared:
+            direction, (garg, gbuf), (sarg, sbuf) = "s2g", (dst, bdst), (src, bsrc)
+        else:
+            raise TilecError(f"TMA copies between global and shared memory, not from {bsrc.scope} to {bdst.scope}")
+        if gbuf.name not in {p.name for p in self.kernel.params}:
+            raise TilecError(f"TMA reads and writes kernel parameters through their tensor maps; '{gbuf.name}' is a view")
+        atoms: dict = {}
+        region = (_region(garg, gbuf, atoms), _region(sarg, sbuf, atoms))
+        oob = op.kwargs.get("oob", ir.Str("zero"))
+        if not isinstance(oob, ir.Str):
+            raise TilecError('copy_async: oob= must be "zero" or "nan"', oob.span)
+        slayout = _layout(sbuf)
+        plan = plan_tma(_layout(gbuf), gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
+        need = SMEM_ALIGN
+        if slayout is not None and slayout.swizzle is not None:
+            need = max(need, slayout.swizzle.period * sbuf.elem_bytes)
+        if _alignment(sbuf) < need:
+            raise TilecError(
+                f"TMA needs shared buffer '{sbuf.name}' aligned to {need} bytes, but only {_alignment(sbuf)} "
+                f"is guaranteed (allocate it with align={need})"
+            )
+        return gbuf.name, plan, atoms
+
+    def tensormap(self, tensor: str, plan: TmaPlan) -> str:
+        """The name of the tensormap statement for `plan` over `tensor`, added
+        at the top of the kernel the first time."""
+        d = plan.descriptor()
+        fields = [(k, ir.TupleExpr(tuple(ir.Int(v) for v in d[k]))) for k in ("dims", "strides", "box", "elem_strides")]
+        fields += [(k, ir.Str(d[k])) for k in ("interleave", "swizzle", "l2_promotion", "oob_fill")]
+        call = ir.Call(
+            "tensormap",
+            (ir.Name(tensor), ir.DTypeLit(plan.dtype)),
+            tuple(ir.Keyword(k, v) for k, v in fields),
+        )
+        if call not in self.maps:
+            count = sum(1 for c in self.maps if c.args[0] == call.args[0])
+            name = self.names.fresh(f"{tensor}_tmap{count}")
+            self.maps[call] = name
+            self.new.append(ir.TensorMap(name, call))
+        return self.maps[call]
+
+
+# --------------------------------------------------------------------------
+# Regions and affine starts
+# --------------------------------------------------------------------------
+
+
+def _alignment(buf: Buffer) -> int:
+    """The byte alignment of the buffer's first element: in the dynamic arena
+    (whose base is ARENA_ALIGN-aligned) what its offset gives, else what its
+    allocation asked for."""
+    if buf.storage != DYN_ARENA:
+        return buf.align
+    offset = buf.byte_offset
+    return min(ARENA_ALIGN, offset & -offset) if offset else ARENA_ALIGN
+
+
+def _layout(buf: Buffer):
+    if buf.layout is None:
+        return None
+    if not isinstance(buf.layout, ir.LayoutLit):
+        raise TilecError(f"the layout of '{buf.name}' must be a layout literal once constants are folded", buf.span)
+    return to_layout(buf.layout, buf.shape)
+
+
+def _region(arg: ir.Expr, buf: Buffer, atoms: dict) -> list:
+    """(start, extent) per dim of a region operand: starts as `Affine`s over
+    `atoms`, extents compile-time integers."""
+    if isinstance(arg, ir.Name):
+        return [(0, n) for n in buf.shape]
+    if not isinstance(arg, ir.Index) or len(arg.indices) != len(buf.shape):
+        raise TilecError(f"expected a region of '{buf.name}' with {len(buf.shape)} index(es)", arg.span)
+    out = []
+    for index, n in zip(arg.indices, buf.shape):
+        if not isinstance(index, ir.Slice):
+            out.append((_affine(index, atoms), 1))
+            continue
+        start = _affine(index.start, atoms) if index.start is not None else Affine()
+        stop = _affine(index.stop, atoms) if index.stop is not None else Affine(n)
+        extent = stop - start
+        if not extent.is_const:
+            raise TilecError(
+                f"the extent of a TMA region must be a compile-time constant, got {extent} for "
+                f"[{print_expr(index.start or ir.Int(0))} : {print_expr(index.stop or ir.Int(n))}]",
+                index.span or arg.span,
+            )
+        out.append((start, extent.const))
+    return out
+
+
+def _affine(e: ir.Expr, atoms: dict) -> Affine:
+    """`e` as integer multiples of opaque terms plus a constant; each term is
+    recorded in `atoms` under its printed text."""
+    if isinstance(e, ir.Int):
+        return Affine(e.value)
+    if isinstance(e, ir.Unary) and e.op == "-":
+        return _affine(e.operand, atoms) * -1
+    if isinstance(e, ir.Binary) and e.op in ("+", "-"):
+        lhs, rhs = _affine(e.lhs, atoms), _affine(e.rhs, atoms)
+        return lhs + rhs if e.op == "+" else lhs - rhs
+    if isinstance(e, ir.Binary) and e.op == "*":
+        for const, other in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+            if isinstance(const, ir.Int):
+                return _affine(other, atoms) * const.value
+    key = print_expr(e)
+    atoms[key] = e
+    return Affine.of(key)
+
+
+def _expr(a: Affine, atoms: dict) -> ir.Expr:
+    """The expression of an affine form whose terms are in `atoms`."""
+    out: Optional[ir.Expr] = None
+    for key, c in a.terms:
+        term = atoms[key]
+        if out is None:
+            out = term if c == 1 else ir.Binary("*", term, ir.Int(c))
+        else:
+            scaled = term if abs(c) == 1 else ir.Binary("*", term, ir.Int(abs(c)))
+            out = ir.Binary("+" if c > 0 else "-", out, scaled)
+    if out is None:
+        return ir.Int(a.const)
+    if a.const:
+        out = ir.Binary("+" if a.const > 0 else "-", out, ir.Int(abs(a.const)))
+    return out
