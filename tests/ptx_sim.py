@@ -1,0 +1,386 @@
+"""A small PTX interpreter for the instructions tilec's emitter writes, so
+that emitter tests can check what a kernel computes on a machine without a
+GPU (ptxas only says the PTX is well formed).
+
+It runs one CTA: every thread is a generator that yields at `bar.sync`, and
+the scheduler resumes all of them once every live thread is waiting, which
+is exactly the guarantee a CTA barrier gives.  Registers hold raw bits;
+float instructions convert through numpy's IEEE types.  Global buffers are
+numpy arrays passed per parameter; shared and local memory are byte arrays.
+Asynchronous-proxy instructions (mbarrier, fences, tcgen05, TMA) are not
+modelled: an unknown opcode raises, so a test cannot silently skip one.
+"""
+from __future__ import annotations
+
+import re
+import struct
+
+import numpy as np
+
+_INSTR = re.compile(r"^(@(!?)(%\w+)\s+)?([\w.:]+)\s*(.*?);$")
+_WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
+          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
+_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+_NOOPS = ("fence.", "bar.warp.sync", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group")
+
+
+def _mask(v, bits):
+    return v & ((1 << bits) - 1)
+
+
+def _signed(v, bits):
+    v = _mask(v, bits)
+    return v - (1 << bits) if v >> (bits - 1) else v
+
+
+def _to_float(bits, t):
+    if t == "f32":
+        return np.frombuffer(struct.pack("<I", _mask(bits, 32)), np.float32)[0]
+    if t == "f64":
+        return np.frombuffer(struct.pack("<Q", _mask(bits, 64)), np.float64)[0]
+    if t == "f16":
+        return np.frombuffer(struct.pack("<H", _mask(bits, 16)), np.float16)[0].astype(np.float32)
+    if t == "bf16":
+        return np.frombuffer(struct.pack("<I", _mask(bits, 16) << 16), np.float32)[0]
+    raise AssertionError(t)
+
+
+def _from_float(x, t, rnd="rn"):
+    if t == "f64":
+        return struct.unpack("<Q", np.float64(x).tobytes())[0]
+    if t == "f32":
+        return struct.unpack("<I", _round(np.float64(x), np.float32, rnd).tobytes())[0]
+    if t == "f16":
+        return struct.unpack("<H", _round(np.float64(x), np.float16, rnd).tobytes())[0]
+    if t == "bf16":
+        f = np.float32(x)
+        bits = struct.unpack("<I", f.tobytes())[0]
+        if rnd == "rz":
+            return bits >> 16
+        return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+    raise AssertionError(t)
+
+
+def _round(x, kind, rnd):
+    """x (float64) to numpy type `kind` with rounding rn, rz, rm or rp."""
+    r = kind(x)
+    if rnd == "rn" or np.float64(r) == x or not np.isfinite(x):
+        return r
+    toward = {"rz": 0.0, "rm": -np.inf, "rp": np.inf}[rnd]
+    if rnd == "rz":
+        if abs(np.float64(r)) > abs(x):
+            r = np.nextafter(r, kind(0.0))
+    elif (np.float64(r) > x) == (toward < 0):
+        r = np.nextafter(r, kind(toward))
+    return r
+
+
+class Kernel:
+    """One parsed `.entry` of a PTX module."""
+
+    def __init__(self, ptx: str, name: str):
+        start = ptx.index(f".entry {name}(")
+        header, body = ptx[start:].split("{", 1)
+        body = body[: body.index("\n}")]
+        self.params = re.findall(r"\.param (?:\.align \d+ )?\.\w+ (\w+)", header)
+        req = re.search(r"\.reqntid (\d+)", header)
+        self.block = int(req.group(1))
+        self.shared, self.local = {}, {}
+        shared_end = local_end = 0
+        self.code, self.labels = [], {}
+        for raw in body.splitlines():
+            line = raw.strip()
+            if not line or line.startswith("//") or line.startswith(".reg"):
+                continue
+            decl = re.match(r"\.(shared|local) \.align (\d+) \.b8 (\S+)\[(\d+)\];", line)
+            if decl:
+                space, align, sym, size = decl.group(1), int(decl.group(2)), decl.group(3), int(decl.group(4))
+                if space == "shared":
+                    shared_end = -(-shared_end // align) * align
+                    self.shared[sym] = shared_end
+                    shared_end += size
+                else:
+                    local_end = -(-local_end // align) * align
+                    self.local[sym] = local_end
+                    local_end += size
+                continue
+            if line.endswith(":"):
+                self.labels[line[:-1]] = len(self.code)
+                continue
+            m = _INSTR.match(line)
+            assert m, f"cannot parse PTX line: {line}"
+            guard = None if m.group(3) is None else (m.group(2) == "!", m.group(3))
+            self.code.append((guard, m.group(4), _split_operands(m.group(5))))
+        self.dyn_base = -(-shared_end // 1024) * 1024
+        self.shared_size = shared_end
+        self.local_size = local_end
+
+    def run(self, args: dict, grid=(1, 1, 1), ctas=None, dynamic_smem=0, max_steps=2_000_000):
+        """Run the CTAs `ctas` (default: all of `grid`) with the parameters
+        `args` (numpy arrays for buffers, numbers for scalars; arrays are
+        updated in place).  Returns the number of instructions executed."""
+        mem = _Memory(args, self.params)
+        steps = 0
+        ctas = ctas or [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+        for cta in ctas:
+            shared = bytearray(self.dyn_base + dynamic_smem + 16)
+            threads = [self._thread(mem, shared, cta, t) for t in range(self.block)]
+            live = list(threads)
+            while live:
+                waiting = []
+                for th in live:
+                    try:
+                        steps += next(th)
+                        waiting.append(th)
+                    except StopIteration as stop:
+                        steps += stop.value or 0
+                live = waiting
+                if steps > max_steps:
+                    raise RuntimeError("kernel did not finish")
+        mem.write_back()
+        return steps
+
+    def _thread(self, mem, shared, cta, tid):
+        regs = {}
+        local = bytearray(self.local_size + 16)
+        special = {"%tid.x": tid, "%laneid": tid % 32, "%ctaid.x": cta[0], "%ctaid.y": cta[1],
+                   "%ctaid.z": cta[2], "%cluster_ctarank": 0}
+        symbols = dict(self.shared)
+        symbols["$dynamic_smem"] = self.dyn_base
+        symbols.update(self.local)
+        pc, steps = 0, 0
+        while True:
+            guard, op, ops = self.code[pc]
+            pc += 1
+            steps += 1
+            if guard is not None:
+                negate, p = guard
+                if bool(regs[p]) == negate:
+                    continue
+            if op == "ret":
+                return steps
+            if op.startswith("bra"):
+                pc = self.labels[ops[0]]
+                continue
+            if op.startswith("bar.sync"):
+                yield steps
+                steps = 0
+                continue
+            if op.startswith(_NOOPS):
+                continue
+            _execute(op, ops, regs, special, symbols, mem, shared, local)
+
+
+def _split_operands(text):
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+class _Memory:
+    def __init__(self, args, params):
+        self.args, self.bufs, self.params = args, {}, {}
+        for i, name in enumerate(params):
+            v = args.get(name)
+            if isinstance(v, np.ndarray):
+                self.bufs[i + 1] = (name, bytearray(v.tobytes()))
+                self.params[name] = (i + 1) << 40
+            elif v is not None:
+                self.params[name] = v
+
+    def view(self, addr):
+        name, data = self.bufs[addr >> 40]
+        return data, addr & ((1 << 40) - 1)
+
+    def write_back(self):
+        for name, data in self.bufs.values():
+            arr = self.args[name]
+            arr[...] = np.frombuffer(bytes(data), arr.dtype).reshape(arr.shape)
+
+
+def _imm(text, t):
+    if text.startswith("0f"):
+        return int(text[2:], 16)
+    if text.startswith("0d"):
+        return int(text[2:], 16)
+    return _mask(int(text, 0), _WIDTH.get(t, 64))
+
+
+def _execute(op, ops, regs, special, symbols, mem, shared, local):
+    parts = op.split(".")
+    name, t = parts[0], parts[-1]
+
+    def val(x, tt=t):
+        if x in regs:
+            return regs[x]
+        if x in special:
+            return special[x]
+        if x in symbols:
+            return symbols[x]
+        if x == "_":
+            return 0
+        return _imm(x, tt)
+
+    def num(x, tt=t):
+        v = val(x, tt)
+        if tt.startswith("f") or tt == "bf16":
+            return np.float64(_to_float(v, tt))
+        if tt.startswith("s"):
+            return _signed(v, _WIDTH[tt])
+        return _mask(v, _WIDTH.get(tt, 64))
+
+    def put(d, v, tt=t):
+        if tt == "pred":
+            regs[d] = bool(v)
+        elif tt.startswith("f") or tt == "bf16":
+            regs[d] = _from_float(v, tt, "rn")
+        else:
+            regs[d] = _mask(int(v), _WIDTH[tt])
+
+    if name == "mov":
+        d, s = ops
+        if d.startswith("{"):  # unpack
+            halves = [h.strip() for h in d[1:-1].split(",")]
+            w = _WIDTH[t] // len(halves)
+            v = val(s)
+            for i, h in enumerate(halves):
+                regs[h] = _mask(v >> (w * i), w)
+        elif s.startswith("{"):
+            halves = [h.strip() for h in s[1:-1].split(",")]
+            w = _WIDTH[t] // len(halves)
+            regs[d] = sum(_mask(val(h, f"b{w}"), w) << (w * i) for i, h in enumerate(halves))
+        else:
+            regs[d] = val(s) if t == "pred" else _mask(val(s), _WIDTH[t])
+        return
+    if name == "setp":
+        cmp, tt = parts[1], parts[2]
+        a, b = num(ops[1], tt), num(ops[2], tt)
+        if cmp == "neu":
+            r = a != b or np.isnan(a) or np.isnan(b)
+        else:
+            r = _CMP[cmp](a, b)
+        regs[ops[0]] = bool(r)
+        return
+    if name == "selp":
+        regs[ops[0]] = val(ops[1]) if regs[ops[3]] else val(ops[2])
+        return
+    if t == "pred":
+        a = bool(val(ops[1]))
+        r = {"and": lambda: a and bool(val(ops[2])), "or": lambda: a or bool(val(ops[2])),
+             "xor": lambda: a != bool(val(ops[2])), "not": lambda: not a}[name]()
+        regs[ops[0]] = r
+        return
+    if name in ("ld", "st"):
+        _memory_op(name, parts, ops, regs, val, mem, shared, local)
+        return
+    if name == "cvta":
+        regs[ops[0]] = val(ops[1])
+        return
+    if name == "cvt":
+        _convert(parts, ops, regs, num)
+        return
+    if name == "mad":  # mad.wide.s32 / mad.lo
+        tt = parts[-1]
+        r = num(ops[1], tt) * num(ops[2], tt) + num(ops[3], "s64" if parts[1] == "wide" else tt)
+        put(ops[0], r, "s64" if parts[1] == "wide" else tt)
+        return
+    if name == "elect":
+        regs[ops[0].split("|")[1]] = special["%laneid"] == 0
+        return
+    a = num(ops[1])
+    if name in ("neg", "not"):
+        put(ops[0], -a if name == "neg" else ~a)
+        return
+    b = num(ops[2], "u32" if name in ("shl", "shr") else t)
+    if t.startswith("f"):
+        r = {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b)}.get(name)
+        if name == "div":
+            r = np.float32(a) / np.float32(b) if t == "f32" else a / b
+        regs[ops[0]] = _from_float(np.float32(r) if t == "f32" else r, t)
+        return
+    bits = _WIDTH[t]
+    if name == "div":
+        r = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+    elif name == "rem":
+        r = abs(a) % abs(b) * (1 if a >= 0 else -1)
+    elif name == "shr":
+        r = (a if t.startswith("s") else _mask(a, bits)) >> b
+    else:
+        r = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "shl": lambda: a << b,
+             "and": lambda: a & b, "or": lambda: a | b, "xor": lambda: a ^ b,
+             "min": lambda: min(a, b), "max": lambda: max(a, b)}[name]()
+    regs[ops[0]] = _mask(r, bits)
+
+
+def _convert(parts, ops, regs, num):
+    dst, src = parts[-2], parts[-1]
+    rnd = parts[1] if len(parts) == 4 else "rn"
+    if dst in ("f16x2", "bf16x2"):
+        half = dst[:-2]
+        hi, lo = num(ops[1], "f32"), num(ops[2], "f32")
+        regs[ops[0]] = _from_float(hi, half, rnd) << 16 | _from_float(lo, half, rnd)
+        return
+    x = num(ops[1], src)
+    if dst.startswith(("f", "bf")):
+        if src.startswith(("f", "bf")) and rnd == "rmi":
+            x = np.floor(x)
+            rnd = "rn"
+        regs[ops[0]] = _from_float(x, dst, rnd)
+        return
+    if src.startswith(("f", "bf")):
+        x = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}[rnd](x)
+        x = int(x)
+    bits = _WIDTH[dst]
+    regs[ops[0]] = _mask(int(x), bits)
+
+
+def _memory_op(name, parts, ops, regs, val, mem, shared, local):
+    space = parts[1]
+    vec = int(parts[2][1:]) if parts[2].startswith("v") else 1
+    t = parts[-1]
+    size = _WIDTH[t] // 8
+    if name == "ld":
+        dsts, addr = ops[0], ops[1]
+    else:
+        addr, dsts = ops[0], ops[1]
+    names = [x.strip() for x in dsts.strip("{}").split(",")] if vec > 1 else [dsts]
+    a = addr.strip("[]")
+    if space == "param":
+        v = mem.params[a]
+        if t == "f32":
+            regs[names[0]] = struct.unpack("<I", np.float32(v).tobytes())[0]
+        elif t in ("f64", "f16", "bf16") or t == "b16":
+            regs[names[0]] = _from_float(v, "f16" if t == "b16" else t)
+        else:
+            regs[names[0]] = _mask(int(v), 64)  # sign- or zero-extended into the register
+        return
+    base = val(a)
+    if space == "global":
+        data, off = mem.view(base)
+    else:
+        data, off = (shared if space == "shared" else local), base
+    if off % (size * vec):
+        raise MemoryError(f"misaligned {space} access of {size * vec} bytes at offset {off}")
+    for i, r in enumerate(names):
+        o = off + i * size
+        if o < 0 or o + size > len(data):
+            raise MemoryError(f"{space} access out of bounds: offset {o} of {len(data)} bytes")
+        if name == "ld":
+            v = int.from_bytes(data[o:o + size], "little")
+            if t.startswith("s"):
+                v = _signed(v, size * 8)
+            regs[r] = _mask(v, 64)
+        else:
+            data[o:o + size] = _mask(val(r, t), size * 8).to_bytes(size, "little")

@@ -1,0 +1,233 @@
+"""Every row of the intrinsic table, on every target: emitted and assembled
+where the target has it, a located error where it does not."""
+import re
+
+import numpy as np
+import pytest
+
+from emit_util import build, run
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.intrinsics import INTRINSICS, Intrinsic
+from tilec.compiler.targets import TARGETS
+
+PRELUDE = """kernel k(D: u32[4]):
+    tensormap D_tmap = tensormap(D, u32, dims=(4,), box=(4,), elem_strides=(1,), interleave="none", swizzle="none", l2_promotion="none", oob_fill="zero")
+    cta_id([1])
+    wid = warp_id_in_wg([4])
+    lane = lane_id([32])
+    bar = alloc_shared((2,), u64, align=8)
+    taddr = alloc_shared((1,), u32)
+    acc = alloc_local((4,), f32)
+    frag = alloc_local((8,), f16)
+    bfrag = alloc_local((2,), bf16)
+    phase: u32 = 0
+    desc: u64 = 0
+"""
+CALL_LINE = PRELUDE.count("\n") + 1
+
+EXAMPLES = {
+    "ptx.mbarrier.init": "ptx.mbarrier.init(bar.ptr_to([1]), 128)",
+    "ptx.mbarrier.arrive": "ptx.mbarrier.arrive(bar.ptr_to([0]))",
+    "ptx.mbarrier.arrive.expect_tx": "ptx.mbarrier.arrive.expect_tx(bar.ptr_to([0]), 16384)",
+    "ptx.mbarrier.try_wait": "ptx.mbarrier.try_wait(bar.ptr_to([0]), phase)",
+    "ptx.fence.proxy_async": 'ptx.fence.proxy_async("shared::cta")',
+    "ptx.fence.mbarrier_init": "ptx.fence.mbarrier_init()",
+    "ptx.elect_sync": "D[0] = 1 if ptx.elect_sync() else 0",
+    "ptx.cp_async.bulk.commit_group": "ptx.cp_async.bulk.commit_group()",
+    "ptx.cp_async.bulk.wait_group": "ptx.cp_async.bulk.wait_group(0)",
+    "ptx.setmaxnreg": 'ptx.setmaxnreg(240, "inc")',
+    "ptx.tcgen05.alloc": "ptx.tcgen05.alloc(address_of(taddr), n_cols=256, cta_group=1)",
+    "ptx.tcgen05.dealloc": "ptx.tcgen05.dealloc(taddr[0], n_cols=256)",
+    "ptx.tcgen05.relinquish_alloc_permit": "ptx.tcgen05.relinquish_alloc_permit(cta_group=1)",
+    "ptx.tcgen05.commit": "ptx.tcgen05.commit(bar.ptr_to([0]), cta_group=1)",
+    "ptx.tcgen05.fence.before_thread_sync": "ptx.tcgen05.fence.before_thread_sync()",
+    "ptx.tcgen05.fence.after_thread_sync": "ptx.tcgen05.fence.after_thread_sync()",
+    "ptx.tcgen05.wait.ld": "ptx.tcgen05.wait.ld()",
+    "ptx.tcgen05.wait.st": "ptx.tcgen05.wait.st()",
+    "ptx.wgmma.fence": "ptx.wgmma.fence()",
+    "ptx.wgmma.commit_group": "ptx.wgmma.commit_group()",
+    "ptx.wgmma.wait_group": "ptx.wgmma.wait_group(1)",
+    "ptx.wgmma.encode_matrix_descriptor": "desc = ptx.wgmma.encode_matrix_descriptor(bar.ptr_to([0]), 1, 64, 3)",
+    "ptx.wgmma.mma_async": "ptx.wgmma.mma_async((acc[0], acc[1], acc[2], acc[3]), desc, desc, True, n=8, dtype=f16)",
+    "ptx.wgmma.mma_async.rs": "ptx.wgmma.mma_async.rs((acc[0], acc[1], acc[2], acc[3]), "
+                              "(frag[0], frag[1], frag[2], frag[3], frag[4], frag[5], frag[6], frag[7]), "
+                              "desc, phase == 0, n=8, dtype=f16)",
+    "ptx.mma": 'ptx.mma("m16n8k16", (acc[0], acc[1], acc[2], acc[3]), (frag[0], frag[1], frag[2], frag[3], frag[4], frag[5], frag[6], frag[7]), '
+               '(frag[0], frag[1], frag[2], frag[3]), (acc[0], acc[1], acc[2], acc[3]), dtype=f16)',
+    "ptx.ldmatrix": "ptx.ldmatrix((frag[0], frag[1], frag[2], frag[3]), bar.ptr_to([0]), num=2)",
+    "ptx.stmatrix": "ptx.stmatrix((frag[0], frag[1]), bar.ptr_to([0]), num=1, trans=True)",
+    "ptx.cvt.f16x2.f32": "ptx.cvt.f16x2.f32(frag[0], frag[1], acc[0], acc[1])",
+    "ptx.cvt.bf16x2.f32": "ptx.cvt.bf16x2.f32(bfrag[0], bfrag[1], acc[0], 2.0)",
+    "ptx.cp_async.bulk.tensor.g2s": "ptx.cp_async.bulk.tensor.g2s(bar.ptr_to([1]), bar.ptr_to([0]), D_tmap, (lane, 0))",
+    "ptx.cp_async.bulk.tensor.s2g": "ptx.cp_async.bulk.tensor.s2g(bar.ptr_to([0]), D_tmap, (2,))",
+    "cuda.cta_sync": "cuda.cta_sync()",
+    "cuda.warpgroup_sync": "cuda.warpgroup_sync(3)",
+    "cuda.warp_sync": "cuda.warp_sync()",
+}
+
+# The instruction each example must produce (one distinctive piece of it).
+EXPECT = {
+    "ptx.mbarrier.init": "mbarrier.init.shared::cta.b64 [%r{}], 128;",
+    "ptx.mbarrier.arrive.expect_tx": "mbarrier.arrive.expect_tx.shared::cta.b64 _, [",
+    "ptx.fence.proxy_async": "fence.proxy.async.shared::cta;",
+    "ptx.fence.mbarrier_init": "fence.mbarrier_init.release.cluster;",
+    "ptx.elect_sync": "elect.sync _|%p",
+    "ptx.cp_async.bulk.wait_group": "cp.async.bulk.wait_group 0;",
+    "ptx.setmaxnreg": "setmaxnreg.inc.sync.aligned.u32 240;",
+    "ptx.tcgen05.alloc": "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [",
+    "ptx.tcgen05.dealloc": "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r",
+    "ptx.tcgen05.relinquish_alloc_permit": "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;",
+    "ptx.tcgen05.commit": "tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [",
+    "ptx.tcgen05.fence.before_thread_sync": "tcgen05.fence::before_thread_sync;",
+    "ptx.tcgen05.fence.after_thread_sync": "tcgen05.fence::after_thread_sync;",
+    "ptx.tcgen05.wait.ld": "tcgen05.wait::ld.sync.aligned;",
+    "ptx.tcgen05.wait.st": "tcgen05.wait::st.sync.aligned;",
+    "ptx.wgmma.fence": "wgmma.fence.sync.aligned;",
+    "ptx.wgmma.commit_group": "wgmma.commit_group.sync.aligned;",
+    "ptx.wgmma.wait_group": "wgmma.wait_group.sync.aligned 1;",
+    "ptx.wgmma.encode_matrix_descriptor": "shr.u32 %r{}, %r{}, 4;",
+    "ptx.wgmma.mma_async": "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f{}, %f{}, %f{}, %f{}}, %rd{}, %rd{}, ",
+    "ptx.wgmma.mma_async.rs": "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f{}, %f{}, %f{}, %f{}}, "
+                              "{%r{}, %r{}, %r{}, %r{}}, %rd{}, %p{}, 1, 1, 0;",
+    "ptx.mma": "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f{}, %f{}, %f{}, %f{}}, {%r{}, %r{}, %r{}, %r{}}, ",
+    "ptx.ldmatrix": "ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%r{}, %r{}}, [%r{}];",
+    "ptx.stmatrix": "stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%r{}], {%r{}};",
+    "ptx.cvt.f16x2.f32": "cvt.rn.f16x2.f32 %r{}, %f{}, %f{};",
+    "ptx.cvt.bf16x2.f32": "cvt.rn.bf16x2.f32 %r{}, 0f40000000, %f{};",
+    "ptx.cp_async.bulk.tensor.g2s": "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
+                                    "[%r{}], [%rd{}, {%r{}, %r{}}], [%r{}];",
+    "ptx.cp_async.bulk.tensor.s2g": "cp.async.bulk.tensor.1d.global.shared::cta.bulk_group [%rd{}, {%r{}}], [%r{}];",
+    "cuda.cta_sync": "bar.sync 0;",
+    "cuda.warpgroup_sync": "bar.sync 3, 128;",
+    "cuda.warp_sync": "bar.warp.sync 0xffffffff;",
+    "ptx.cp_async.bulk.commit_group": "cp.async.bulk.commit_group;",
+    "ptx.mbarrier.arrive": "mbarrier.arrive.shared::cta.b64 _, [",
+}
+
+CASES = [(name, target) for name in sorted(INTRINSICS) for target in TARGETS]
+
+
+def test_every_row_has_an_example():
+    """A new row needs an example call in EXAMPLES (one statement using the
+    PRELUDE's names) and a piece of the instruction it emits in EXPECT."""
+    assert sorted(EXAMPLES) == sorted(INTRINSICS)
+    assert set(EXPECT) == set(INTRINSICS) - {"ptx.mbarrier.try_wait"}  # a loop: tested below
+
+
+@pytest.mark.parametrize("name, target", CASES)
+def test_intrinsic_on_each_target(name, target):
+    row = INTRINSICS[name]
+    text = PRELUDE + "    " + EXAMPLES[name] + "\n"
+    if row.supported_on(TARGETS[target]):
+        ptx, _ = build(text, target)
+        if name in EXPECT:  # try_wait: see test_try_wait_is_a_retry_loop
+            pattern = re.escape(EXPECT[name]).replace(re.escape("{}"), r"\d+")
+            assert re.search(pattern, ptx), ptx
+    else:
+        with pytest.raises(TilecError, match=f"{re.escape(name)} is not available on {target}") as err:
+            build(text, target)
+        assert err.value.span.line == CALL_LINE
+
+
+def test_try_wait_is_a_retry_loop():
+    ptx, _ = build(PRELUDE + "    ptx.mbarrier.try_wait(bar.ptr_to([0]), phase)\n")
+    m = re.search(
+        r"(\$L\d+_wait):\n\tmbarrier\.try_wait\.parity\.shared::cta\.b64 (%p\d+), \[%r\d+\], %r\d+;\n\t@!\2 bra \1;",
+        ptx,
+    )
+    assert m, ptx
+
+
+def test_mbarrier_address_follows_the_element():
+    """ptr_to([1]) of an u64 array is 8 bytes past the array."""
+    ptx, _ = build(PRELUDE + "    ptx.mbarrier.init(bar.ptr_to([1]), 1)\n")
+    base = re.search(r"mov\.u32 (%r\d+), \$shared_bar;", ptx).group(1)
+    addr = re.search(rf"add\.u32 (%r\d+), {base}, 8;", ptx).group(1)
+    assert f"mbarrier.init.shared::cta.b64 [{addr}], 1;" in ptx
+
+
+@pytest.mark.parametrize("call, message", [
+    ("cuda.warpgroup_sync(0)", r"'barrier_id' must be in \[1, 15\]"),
+    ('ptx.setmaxnreg(20, "inc")', r"'n' must be in \[24, 256\] and a multiple of 8"),
+    ('ptx.setmaxnreg(64, "up")', "'action' must be one of 'inc', 'dec'"),
+    ("ptx.tcgen05.alloc(address_of(taddr), n_cols=48)", "power of two"),
+    ("ptx.mbarrier.init(bar.ptr_to([0]))", "missing argument 'count'"),
+    ("ptx.mbarrier.init(bar.ptr_to([0]), 1, 2)", "at most 2 positional"),
+    ("ptx.wgmma.wait_group(n=1, depth=2)", "no parameter 'depth'"),
+    ("ptx.mbarrier.init(address_of(D), 1)", "shared-memory address"),
+    ("ptx.nonexistent()", "unknown intrinsic"),
+])
+def test_bad_intrinsic_calls_are_located(call, message):
+    target = "sm_100a" if "tcgen05" in call else "sm_90a"
+    with pytest.raises(TilecError, match=message) as err:
+        build(PRELUDE + "    " + call + "\n", target)
+    assert err.value.span.line == CALL_LINE
+
+
+# --------------------------------------------------------------------------
+# Adding a row: register operands, packing, write-back
+# --------------------------------------------------------------------------
+
+
+def _swap_halves(e, a):
+    word = e.pack_b32(a.src[0], a.src[1])
+    e.unpack_b32(word, a.dst[1], a.dst[0])
+
+
+NEW_ROWS = [
+    Intrinsic("ptx.test.swap_halves", "dst: regs(f16), src: values(f16)", "sm_80", _swap_halves),
+    Intrinsic("ptx.test.negate", "dst: reg(f32), src: value(f32)", "sm_80", "neg.f32 {dst}, {src};"),
+]
+
+
+@pytest.fixture
+def new_rows(monkeypatch):
+    for row in NEW_ROWS:
+        monkeypatch.setitem(INTRINSICS, row.name, row)
+
+
+def test_a_new_row_writes_register_array_elements(new_rows):
+    h = np.array([1.5, -2.0, 0, 0], np.float16)
+    run("""
+kernel k(H: f16[4]):
+    thread_id([1])
+    r = alloc_local((4,), f16)
+    r[0] = H[0]
+    r[1] = H[1]
+    ptx.test.swap_halves((r[2], r[3]), (r[0], r[1]))
+    H[2] = r[2]
+    H[3] = r[3]
+""", {"H": h})
+    assert list(h) == [1.5, -2.0, -2.0, 1.5]
+
+
+def test_a_new_row_writes_back_to_memory_and_scalars(new_rows):
+    f = np.array([3.0, 0, 0, 0], np.float32)
+    ptx = run("""
+kernel k(F: f32[4], n: i32):
+    thread_id([1])
+    acc = alloc_local((2,), f32)
+    x: f32 = 0.0
+    ptx.test.negate(acc[n], F[0])
+    ptx.test.negate(x, acc[n] + 1.0)
+    F[1] = acc[n]
+    F[2] = x
+""", {"F": f, "n": 1})
+    assert list(f[1:3]) == [-3.0, 2.0]
+    assert "st.local.f32" in ptx  # acc is indexed at run time: the result was stored back
+
+
+def test_errors_raised_by_a_row_are_located_at_the_call(monkeypatch):
+    def refuse(e, a):
+        raise TilecError("this row refuses")
+
+    monkeypatch.setitem(INTRINSICS, "ptx.test.refuse", Intrinsic("ptx.test.refuse", "", "sm_80", refuse))
+    with pytest.raises(TilecError, match="refuses") as err:
+        build(PRELUDE + "    ptx.test.refuse()\n")
+    assert err.value.span.line == CALL_LINE
+
+
+def test_a_new_row_checks_its_operands(new_rows):
+    with pytest.raises(TilecError, match="must be a f32 register, got a i32") as err:
+        build(PRELUDE + "    y: i32 = 0\n    ptx.test.negate(y, 1.0)\n")
+    assert err.value.span.line == CALL_LINE + 1

@@ -1,0 +1,203 @@
+"""The per-kernel analysis (`tilec.compiler.symbols`) and the signature
+notation of the builtin and intrinsic tables."""
+import pytest
+
+from emit_util import lower
+from tilec.compiler import ir
+from tilec.compiler.builtins import BUILTINS, Signature
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.symbols import DYN_ARENA, analyze_kernel
+from tilec.compiler.targets import TARGETS
+
+
+def analyze(text: str, target: str = "sm_90a"):
+    module = lower(text)
+    return analyze_kernel(module.kernels[0], module, TARGETS[target])
+
+
+SEED_POOL = """
+kernel gemm(A: f16[256, 128], n: i32):
+    bx, by = cta_id([2, 1])
+    grp = warpgroup_id([1])
+    wid = warp_id_in_wg([4])
+    lane = lane_id([32])
+    pool = smem_pool()
+    tmem_addr = pool.alloc((1,), u32)
+    tma_bar = pool.alloc((2,), u64, align=8)
+    mma_bar = pool.alloc((1,), u64, align=8)
+    pool.move_base_to(1024)
+    Asmem = pool.alloc((2, 128, 64), f16)
+    Bsmem = pool.alloc((2, 128, 64), f16)
+    pool.commit()
+    regs = alloc_local((8,), f32)
+    tile = alloc((16, 16), f16, scope="shared", align=128)
+    phase: i32 = 0
+    tmem = decl_buffer((128, 512), f32, scope="tmem", allocated_addr=tmem_addr[0], layout=S[(128, 512) : (1@TLane, 1@TCol)])
+    for k in range(n):
+        stage = k % 2
+        phase ^= 1
+"""
+
+
+def test_kinds_and_types_of_every_name():
+    syms = analyze(SEED_POOL)
+    kinds = {name: (s.kind, s.type) for name, s in syms.symbols.items()}
+    assert kinds["A"] == ("buffer", None) and kinds["n"] == ("scalar_param", "i32")
+    assert kinds["bx"] == kinds["lane"] == ("launch_id", "i32")
+    assert kinds["pool"] == ("pool", None)
+    assert kinds["phase"] == ("scalar", "i32")
+    assert kinds["k"] == ("loop_var", "i32") and kinds["stage"] == ("value", "i32")
+    assert syms.lookup("by").launch_id.dim == 1
+    assert syms.buffer("A").scope == "global" and syms.buffer("A").shape == (256, 128)
+    assert syms.buffer("regs").scope == "local" and syms.buffer("tile").align == 128
+    tmem = syms.buffer("tmem")
+    assert tmem.scope == "tmem" and isinstance(tmem.allocated_addr, ir.Index)
+
+
+def test_pool_places_allocations_like_the_seed():
+    syms = analyze(SEED_POOL)
+    offsets = {n: (b.storage, b.byte_offset) for n, b in syms.buffers.items() if b.scope == "shared.dyn"}
+    assert offsets == {
+        "tmem_addr": (DYN_ARENA, 0),
+        "tma_bar": (DYN_ARENA, 8),
+        "mma_bar": (DYN_ARENA, 24),
+        "Asmem": (DYN_ARENA, 1024),
+        "Bsmem": (DYN_ARENA, 1024 + 32768),
+    }
+    assert syms.dynamic_smem == 1024 + 2 * 32768
+    assert syms.pools["pool"].committed
+
+
+def test_launch_configuration():
+    launch = analyze(SEED_POOL).launch
+    assert (launch.grid, launch.block, launch.cluster) == ((2, 1, 1), (128, 1, 1), (1, 1, 1))
+    assert [i.level for i in launch.ids] == ["cta", "cta", "warpgroup", "warp_in_wg", "lane"]
+
+
+@pytest.mark.parametrize("decls, block", [
+    ("grp = warpgroup_id([2])\n    w = warp_id_in_wg([4])\n    l = lane_id([32])", 256),
+    ("w = warp_id([4])\n    l = lane_id([32])", 128),
+    ("t = thread_id([8])", 8),
+    ("l = lane_id([16])", 16),
+    ("grp = warpgroup_id([3])\n    t = thread_id_in_wg([128])", 384),
+    ("w = warp_id_in_wg([4])", 128),
+    ("pass", 1),
+])
+def test_block_size_is_the_product_of_thread_extents(decls, block):
+    assert analyze(f"kernel k():\n    {decls}\n").launch.block == (block, 1, 1)
+
+
+def test_cluster_shape():
+    launch = analyze("kernel k():\n    b = cta_id([8])\n    c = cta_id_in_cluster([2])\n").launch
+    assert launch.grid == (8, 1, 1) and launch.cluster == (2, 1, 1)
+
+
+@pytest.mark.parametrize("text, message, line", [
+    ("kernel k():\n    grp = warpgroup_id([2])\n    w = warp_id_in_wg([2])\n", "would not tile the block", 3),
+    ("kernel k():\n    b = cta_id([3])\n    c = cta_id_in_cluster([2])\n", "whole number of clusters", 1),
+    ("kernel k():\n    w = warp_id([40])\n", "out of range", 2),
+    ("kernel k():\n    a, b = cta_id([4])\n", "assigned to 2", 2),
+    ("kernel k():\n    t = thread_id([4])\n    u = thread_id([4])\n", "declared twice", 3),
+])
+def test_bad_launch_declarations(text, message, line):
+    with pytest.raises(TilecError, match=message) as err:
+        analyze(text)
+    assert err.value.span.line == line
+
+
+def test_clusters_need_hopper():
+    with pytest.raises(TilecError, match="clusters need sm_90a"):
+        analyze("kernel k():\n    b = cta_id([4])\n    c = cta_id_in_cluster([2])\n", "sm_80")
+
+
+@pytest.mark.parametrize("body, message, line", [
+    ("x = y + 1", "'y' is not defined", 2),
+    ("for i in range(4):\n        x = i\n    z = x", "outside the block", 4),
+    ("x = 1\n    x = 2", "already defined.*'x: i32 = \\.\\.\\.'", 3),
+    ("b = alloc((4,), f32, scope=\"shared\")\n    if True:\n        pass\n    b = alloc((4,), f32, scope=\"shared\")",
+     "already defined", 5),
+    ("for i in range(4):\n        i = 3", "cannot assign to loop variable 'i'", 3),
+    ("t = thread_id([4])\n    x = t / 2", "use '//'", 3),
+    ("x: f32 = 1.5\n    D[0] = x", "cannot store a f32 into f16 buffer 'D'", 3),
+    ("x: i8 = 0", "use i32", 2),
+    ("x = D[0, 1]", "has 1 dimension", 2),
+    ("x = frob(1)", "unknown function 'frob'", 2),
+    ("b = alloc((4,), f32)", "missing argument 'scope'", 2),
+    ("b = alloc((4,), f32, scope=\"texture\")", "'scope' must be one of", 2),
+    ("p = smem_pool()\n    p.commit()\n    q = p.alloc((4,), f32)", "already committed", 4),
+    ("p = smem_pool()\n    a = p.alloc((64,), u8)\n    p.move_base_to(16)", "move back", 4),
+    ("D.frob()", "has no method 'frob'", 2),
+    ("x = D.ptr_to([0]).frob", "unknown attribute", 2),
+    ("ptx.mbarrier.init(1)", "missing argument 'count'", 2),
+    ("t = thread_id([4])\n    t = 2", "cannot assign to launch id 't'", 3),
+    ("if 1:\n        pass", "condition must be bool", 2),
+    ("x = address_of(D) * 2", "not defined on addresses", 2),
+])
+def test_located_user_errors(body, message, line):
+    with pytest.raises(TilecError, match=message) as err:
+        analyze(f"kernel k(D: f16[8]):\n    {body}\n")
+    assert err.value.span is not None and err.value.span.line == line
+
+
+def test_sibling_blocks_may_reuse_a_name():
+    syms = analyze("kernel k(D: i32[8]):\n    for s in range(4):\n        D[s] = s\n    for s in range(2):\n        D[s] = 0\n")
+    assert syms.lookup("s").kind == "loop_var"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("n + 1", "i32"),
+    ("u + 1", "u32"),
+    ("u + n", "u32"),
+    ("w + n", "i64"),
+    ("w + 4294967296", "i64"),
+    ("n + 4294967296", "i64"),
+    ("x * 2", "f32"),
+    ("h + 1.0", "f16"),
+    ("h + b", "f32"),
+    ("h + x", "f32"),
+    ("n < 3", "bool"),
+    ("n < 3 and not (u == 2)", "bool"),
+    ("n if n > 0 else u", "u32"),
+    ("A[0]", "f16"),
+    ("C[0]", "i32"),
+    ("Sm.ptr_to([1])", "shared_ptr"),
+    ("A.ptr_to([1])", "global_ptr"),
+    ("address_of(Sm[2]) - address_of(Sm)", "i32"),
+    ("convert(x, bf16)", "bf16"),
+    ("pack_f16x2(x, 1.0)", "u32"),
+    ("reinterpret(x, u32)", "u32"),
+    ("min(n, 3)", "i32"),
+    ("ptx.elect_sync()", "bool"),
+])
+def test_expression_types(text, expected):
+    syms = analyze(
+        "kernel k(A: f16[4], C: i8[4], n: i32, u: u32, w: i64, x: f32, h: f16, b: bf16):\n"
+        "    Sm = alloc_shared((4,), f32)\n"
+        f"    e = {text}\n"
+    )
+    assert syms.lookup("e").type == expected
+
+
+# --------------------------------------------------------------------------
+# Signatures
+# --------------------------------------------------------------------------
+
+
+def test_signature_text_round_trips():
+    text = "shape: shape, dtype: dtype, *, scope: str(shared|local) = \"shared\", align: int = 0"
+    sig = Signature.parse(text)
+    assert Signature.parse(str(sig)) == sig
+    assert [p.keyword_only for p in sig.params] == [False, False, True, True]
+    assert sig.params[2].choices == ("shared", "local")
+
+
+def test_variadic_parameters_collect_positionals():
+    sig = Signature.parse("*shape: int, layout: layout = None")
+    bound = sig.bind("view", (ir.Int(4), ir.Int(8)), (), None)
+    assert bound == {"shape": (ir.Int(4), ir.Int(8)), "layout": None}
+    assert sig.literals("view", bound, None) == {"shape": (4, 8)}
+
+
+def test_every_builtin_signature_parses_back():
+    for row in BUILTINS.values():
+        assert Signature.parse(str(row.signature)) == row.signature

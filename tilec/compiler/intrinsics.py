@@ -1,0 +1,480 @@
+"""The one table of intrinsics: every dotted `ptx.*`/`cuda.*` call the
+language knows, with its signature, the targets that have it, and how it is
+emitted.
+
+Keeping signature, target support and emission in one row means a dispatch
+variant that needs a new instruction adds exactly one row here (next to
+nothing else) and the verifier, the symbol analysis and the emitter all see
+it.  A row:
+
+    Intrinsic(
+        "ptx.mbarrier.init",                        # the dotted name as written
+        "addr: shared_addr, count: value(u32)",     # builtins.Signature notation
+        "sm_80",                                    # the minimum target
+        "mbarrier.init.shared::cta.b64 [{addr}], {count};",
+        doc="Initialise an mbarrier with an expected arrival count.",
+    )
+
+plus, when needed, `families=("hopper",)` for an arch-specific instruction
+(wgmma only exists on sm_90a, tcgen05 only on sm_100a), `result="bool"` for an
+intrinsic used as a value, and `check=fn(values, span)` to validate its
+compile-time arguments beyond what the signature says.
+
+`emit` is either a template or a function.  A template is `str.format`ted
+with one field per parameter: runtime parameters become operand text
+(registers or immediates, already converted to the declared dtype), list
+parameters (`values(T)`, `regs(T)`) print as `{%r1, %r2}` and can be indexed,
+compile-time parameters are their Python values, and `{result}` is the
+register receiving the value.  Literal braces are doubled.  A function is
+called as `fn(e, a)`: `a` has the same fields as attributes, and `e` offers
+`e.line(text)` (one PTX line), `e.reg(dtype)` (a fresh virtual register),
+`e.label(stem)` (a fresh label), `e.pack_b32(lo, hi)` / `e.unpack_b32(w, lo,
+hi)` (two 16-bit registers to and from one b32) and `e.target`.  A
+`TilecError` it raises is located at the call.
+
+Output operands (`reg`, `regs`) are register-array elements or mutable
+scalars; when an element lives in local memory the row writes a temporary
+that the emitter stores back after the instruction.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, Optional, Tuple, Union
+
+import attrs
+
+from tilec.compiler.builtins import Signature
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.mma_desc import SmemDescriptor
+from tilec.compiler.targets import TARGETS, Target
+
+
+class Operands(tuple):
+    """The operands of a list parameter; formats as a PTX vector `{%a, %b}`."""
+
+    def __format__(self, spec: str) -> str:
+        return "{" + ", ".join(str(x) for x in self) + "}"
+
+
+@attrs.frozen
+class Intrinsic:
+    name: str
+    signature: Signature = attrs.field(converter=lambda s: Signature.parse(s) if isinstance(s, str) else s)
+    min_target: str = attrs.field(validator=attrs.validators.in_(TARGETS))
+    emit: Union[str, Callable]
+    families: Tuple[str, ...] = ()
+    result: Optional[str] = None
+    check: Optional[Callable] = None
+    doc: str = ""
+
+    def supported_on(self, target: Target) -> bool:
+        if not target.at_least(self.min_target):
+            return False
+        return not self.families or target.family in self.families
+
+    def requirement(self) -> str:
+        """The targets that have it, in words."""
+        if self.families:
+            names = [t.name for t in TARGETS.values() if t.family in self.families and self.supported_on(t)]
+            return " or ".join(names) + " only"
+        return f"{self.min_target} or newer"
+
+    def check_target(self, target: Target, span) -> None:
+        """A located error when `target` lacks this intrinsic."""
+        if not self.supported_on(target):
+            raise TilecError(
+                f"{self.name} is not available on {target.name} (it needs {self.requirement()})", span
+            )
+
+
+# --------------------------------------------------------------------------
+# Emission helpers and argument checks used by rows below
+# --------------------------------------------------------------------------
+
+
+def _try_wait(e, a) -> None:
+    """A real loop: try_wait.parity returns false when its time slice expires
+    before the phase completes, so the thread retries until it does."""
+    done = e.reg("bool")
+    loop = e.label("wait")
+    e.line(f"{loop}:")
+    e.line(f"mbarrier.try_wait.parity.shared::cta.b64 {done}, [{a.addr}], {a.phase};")
+    e.line(f"@!{done} bra {loop};")
+
+
+def _fence_proxy_async(e, a) -> None:
+    e.line("fence.proxy.async;" if a.space is None else f"fence.proxy.async.{a.space};")
+
+
+def _bulk_wait_group(e, a) -> None:
+    e.line(f"cp.async.bulk.wait_group{'.read' if a.read else ''} {a.n};")
+
+
+def _check_range(param: str, lo: int, hi: int, multiple: int = 1):
+    def check(values: Dict, span) -> None:
+        v = values[param]
+        if not (lo <= v <= hi and v % multiple == 0):
+            extra = f" and a multiple of {multiple}" if multiple > 1 else ""
+            raise TilecError(f"'{param}' must be in [{lo}, {hi}]{extra}, got {v}", span)
+
+    return check
+
+
+def _check_tmem_cols(values: Dict, span) -> None:
+    n = values["n_cols"]
+    if n < 32 or n > 512 or n & (n - 1):
+        raise TilecError(f"'n_cols' must be a power of two in [32, 512], got {n}", span)
+
+
+# ---- wgmma (Hopper) emission, for gemm_async -> wgmma -------------------
+# (rows below, after ptx.wgmma.wait_group; the lowering that writes them is
+# tilec/passes/dispatch/gemm_async/wgmma.py)
+
+_WGMMA_DTYPES = ("f16", "bf16")
+
+
+def _check_wgmma_desc(values: Dict, span) -> None:
+    try:
+        SmemDescriptor("wgmma", 0, values["ldo"] * 16, values["sdo"] * 16, values["swizzle"])
+    except TilecError as err:
+        raise err.with_span(span)
+
+
+def _wgmma_desc(e, a) -> None:
+    """The constant fields of the descriptor OR-ed with the runtime start
+    address field, (addr >> 4) & 0x3FFF (bits 0-13)."""
+    const = SmemDescriptor("wgmma", 0, a.ldo * 16, a.sdo * 16, a.swizzle).encode()
+    start = e.reg("u32")
+    e.line(f"shr.u32 {start}, {a.addr}, 4;")
+    e.line(f"and.b32 {start}, {start}, 16383;")
+    e.line(f"cvt.u64.u32 {a.result}, {start};")
+    if const:
+        e.line(f"or.b64 {a.result}, {a.result}, {const};")
+
+
+def _check_wgmma_mma(values: Dict, span) -> None:
+    n = values["n"]
+    if n % 8 or not 8 <= n <= 256:
+        raise TilecError(f"wgmma m64nNk16 needs N a multiple of 8 in [8, 256], got {n}", span)
+    if values["dtype"] not in _WGMMA_DTYPES:
+        raise TilecError(f"wgmma here takes f16 or bf16 operands, got {values['dtype']}", span)
+
+
+def _wgmma_scale_d(e, op) -> str:
+    """scale-d as a predicate register (0: D = A*B, 1: D += A*B)."""
+    if op.is_reg:
+        return str(op)
+    p = e.reg("bool")
+    e.line(f"setp.ne.u32 {p}, {op}, 0;")
+    return p
+
+
+def _wgmma_accumulators(a) -> None:
+    if len(a.d) != a.n // 2:
+        raise TilecError(f"wgmma m64n{a.n}k16 accumulates into {a.n // 2} f32 registers per thread, got {len(a.d)}")
+
+
+def _wgmma_mma_async(e, a) -> None:
+    _wgmma_accumulators(a)
+    scale = _wgmma_scale_d(e, a.scale_d)
+    e.line(f"wgmma.mma_async.sync.aligned.m64n{a.n}k16.f32.{a.dtype}.{a.dtype} {a.d}, {a.a_desc}, {a.b_desc}, "
+           f"{scale}, 1, 1, {a.trans_a}, {a.trans_b};")
+
+
+def _wgmma_mma_async_rs(e, a) -> None:
+    _wgmma_accumulators(a)
+    if len(a.a) != 8 or not all(x.is_reg and x.type == a.dtype for x in a.a):
+        raise TilecError(f"wgmma with A in registers takes the thread's 8 {a.dtype} elements of the 64x16 A tile")
+    packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(a.a[0::2], a.a[1::2]))
+    scale = _wgmma_scale_d(e, a.scale_d)
+    e.line(f"wgmma.mma_async.sync.aligned.m64n{a.n}k16.f32.{a.dtype}.{a.dtype} {a.d}, {packed}, {a.b_desc}, "
+           f"{scale}, 1, 1, {a.trans_b};")
+
+
+_HOPPER = ("hopper",)
+_BLACKWELL = ("blackwell",)
+
+# --------------------------------------------------------------------------
+# The table
+# --------------------------------------------------------------------------
+
+_TABLE = [
+    # mbarriers
+    Intrinsic("ptx.mbarrier.init", "addr: shared_addr, count: value(u32)", "sm_80",
+              "mbarrier.init.shared::cta.b64 [{addr}], {count};",
+              doc="Initialise an mbarrier (8 bytes of shared memory) expecting `count` arrivals per phase."),
+    Intrinsic("ptx.mbarrier.arrive", "addr: shared_addr", "sm_80",
+              "mbarrier.arrive.shared::cta.b64 _, [{addr}];",
+              doc="Arrive once on an mbarrier."),
+    Intrinsic("ptx.mbarrier.arrive.expect_tx", "addr: shared_addr, bytes: value(u32)", "sm_90a",
+              "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {bytes};",
+              doc="Arrive and announce `bytes` of asynchronous (TMA) transfer the phase waits for."),
+    Intrinsic("ptx.mbarrier.try_wait", "addr: shared_addr, phase: value(u32)", "sm_90a", _try_wait,
+              doc="Block until the mbarrier phase with parity `phase` completes."),
+    # fences
+    Intrinsic("ptx.fence.proxy_async", "space: str(shared::cta|shared::cluster|global) = None",
+              "sm_90a", _fence_proxy_async,
+              doc="Order generic-proxy memory accesses against the async proxy (TMA, tcgen05)."),
+    Intrinsic("ptx.fence.mbarrier_init", "", "sm_90a", "fence.mbarrier_init.release.cluster;",
+              doc="Make mbarrier initialisation visible to the cluster and the async proxy."),
+    # warp-level
+    Intrinsic("ptx.elect_sync", "", "sm_90a", "elect.sync _|{result}, 0xffffffff;", result="bool",
+              doc="True in exactly one active lane of the warp."),
+    # bulk async copies
+    Intrinsic("ptx.cp_async.bulk.commit_group", "", "sm_90a", "cp.async.bulk.commit_group;",
+              doc="Close the current group of bulk async copies (TMA stores)."),
+    Intrinsic("ptx.cp_async.bulk.wait_group", "n: int, *, read: bool = False", "sm_90a",
+              _bulk_wait_group,
+              doc="Wait until at most n bulk groups are pending (`read`: only their source reads)."),
+    # registers
+    Intrinsic("ptx.setmaxnreg", "n: int, action: str(inc|dec)", "sm_90a",
+              "setmaxnreg.{action}.sync.aligned.u32 {n};", check=_check_range("n", 24, 256, 8),
+              doc="Grow or shrink this warpgroup's register budget to n per thread."),
+    # tensor memory (Blackwell)
+    Intrinsic("ptx.tcgen05.alloc", "addr: shared_addr, *, n_cols: int, cta_group: int(1|2) = 1",
+              "sm_100a", "tcgen05.alloc.cta_group::{cta_group}.sync.aligned.shared::cta.b32 [{addr}], {n_cols};",
+              families=_BLACKWELL, check=_check_tmem_cols,
+              doc="Allocate n_cols tensor-memory columns (warp-wide); the address lands at `addr`."),
+    Intrinsic("ptx.tcgen05.dealloc", "taddr: value(u32), *, n_cols: int, cta_group: int(1|2) = 1",
+              "sm_100a", "tcgen05.dealloc.cta_group::{cta_group}.sync.aligned.b32 {taddr}, {n_cols};",
+              families=_BLACKWELL, check=_check_tmem_cols,
+              doc="Free tensor-memory columns allocated by tcgen05.alloc (warp-wide)."),
+    Intrinsic("ptx.tcgen05.relinquish_alloc_permit", "*, cta_group: int(1|2) = 1", "sm_100a",
+              "tcgen05.relinquish_alloc_permit.cta_group::{cta_group}.sync.aligned;",
+              families=_BLACKWELL, doc="Give up the right to allocate more tensor memory."),
+    Intrinsic("ptx.tcgen05.commit", "mbar: shared_addr, *, cta_group: int(1|2) = 1", "sm_100a",
+              "tcgen05.commit.cta_group::{cta_group}.mbarrier::arrive::one.shared::cluster.b64 [{mbar}];",
+              families=_BLACKWELL,
+              doc="Arrive on `mbar` once this thread's prior tcgen05 operations complete."),
+    Intrinsic("ptx.tcgen05.fence.before_thread_sync", "", "sm_100a", "tcgen05.fence::before_thread_sync;",
+              families=_BLACKWELL, doc="Order prior tcgen05 operations before a thread barrier."),
+    Intrinsic("ptx.tcgen05.fence.after_thread_sync", "", "sm_100a", "tcgen05.fence::after_thread_sync;",
+              families=_BLACKWELL, doc="Order later tcgen05 operations after a thread barrier."),
+    Intrinsic("ptx.tcgen05.wait.ld", "", "sm_100a", "tcgen05.wait::ld.sync.aligned;",
+              families=_BLACKWELL, doc="Wait for this thread's tcgen05.ld operations."),
+    Intrinsic("ptx.tcgen05.wait.st", "", "sm_100a", "tcgen05.wait::st.sync.aligned;",
+              families=_BLACKWELL, doc="Wait for this thread's tcgen05.st operations."),
+    # warpgroup MMA (Hopper)
+    Intrinsic("ptx.wgmma.fence", "", "sm_90a", "wgmma.fence.sync.aligned;", families=_HOPPER,
+              doc="Order register accesses before the next wgmma.mma_async."),
+    Intrinsic("ptx.wgmma.commit_group", "", "sm_90a", "wgmma.commit_group.sync.aligned;",
+              families=_HOPPER, doc="Close the current group of wgmma.mma_async operations."),
+    Intrinsic("ptx.wgmma.wait_group", "n: int", "sm_90a", "wgmma.wait_group.sync.aligned {n};",
+              families=_HOPPER, check=_check_range("n", 0, 7),
+              doc="Wait until at most n wgmma groups are pending."),
+    # ---- wgmma (Hopper), rows for gemm_async -> wgmma ----
+    Intrinsic("ptx.wgmma.encode_matrix_descriptor",
+              "addr: shared_addr, ldo: int, sdo: int, swizzle: int(0|1|2|3)", "sm_90a", _wgmma_desc,
+              families=_HOPPER, result="u64", check=_check_wgmma_desc,
+              doc="The 64-bit wgmma matrix descriptor of the shared tile at `addr`: leading and stride "
+                  "byte offsets `ldo`, `sdo` in 16-byte units, `swizzle` a SWIZZLE_* mode "
+                  "(tilec.compiler.mma_desc).  Adding k to it advances the start address by 16k bytes."),
+    Intrinsic("ptx.wgmma.mma_async",
+              "d: regs(f32), a_desc: value(u64), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
+              "trans_a: int(0|1) = 0, trans_b: int(0|1) = 0",
+              "sm_90a", _wgmma_mma_async, families=_HOPPER, check=_check_wgmma_mma,
+              doc="wgmma.mma_async m64nNk16 with f32 accumulators `d` (the thread's N/2 registers in "
+                  "fragment order) and A, B in shared memory; D = A*B + (scale_d ? D : 0).  "
+                  "trans_a/trans_b select MN-major operands."),
+    Intrinsic("ptx.wgmma.mma_async.rs",
+              "d: regs(f32), a: values(any), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
+              "trans_b: int(0|1) = 0",
+              "sm_90a", _wgmma_mma_async_rs, families=_HOPPER, check=_check_wgmma_mma,
+              doc="wgmma.mma_async m64nNk16 with A from registers: `a` is the thread's 8 elements of the "
+                  "64x16 A tile in fragment order (packed in pairs)."),
+    # thread barriers
+    Intrinsic("cuda.cta_sync", "", "sm_80", "bar.sync 0;", doc="Barrier over the whole CTA."),
+    Intrinsic("cuda.warpgroup_sync", "barrier_id: int", "sm_80", "bar.sync {barrier_id}, 128;",
+              check=_check_range("barrier_id", 1, 15),
+              doc="Barrier over the 128 threads of this warpgroup on named barrier 1-15 "
+                  "(0 is cta_sync's); warpgroups synchronising independently use distinct ids."),
+    Intrinsic("cuda.warp_sync", "", "sm_80", "bar.warp.sync 0xffffffff;", doc="Barrier over the warp."),
+]
+
+# ---- warp MMA, matrix loads/stores, paired conversions -------------------
+# Rows for gemm -> mma_sync, copy -> ldstmatrix and cast -> cvt (the
+# lowerings are tilec/passes/dispatch/{gemm/mma_sync,copy/ldstmatrix,cast/cvt}.py).
+# Register arrays hold one 16-bit element per register; these instructions
+# take them two to a b32, the lower-addressed (lower-index) one in bits 0-15.
+
+_MMA_COUNTS = {"m16n8k16": (4, 8, 4), "m16n8k8": (4, 4, 2)}
+"""Per lane: f32 accumulators, A elements, B elements."""
+
+
+def _check_half(values: Dict, span) -> None:
+    if values["dtype"] not in ("f16", "bf16"):
+        raise TilecError(f"this instruction takes f16 or bf16 elements, got {values['dtype']}", span)
+
+
+def _halves(what: str, regs, dtype: str) -> None:
+    for r in regs:
+        if r.type != dtype or not r.is_reg:
+            raise TilecError(f"{what} must be {dtype} registers, got a {r.type}" + ("" if r.is_reg else " literal"))
+
+
+def _pairs(e, regs) -> Operands:
+    return Operands(e.pack_b32(lo, hi) for lo, hi in zip(regs[0::2], regs[1::2]))
+
+
+def _mma_sync(e, a) -> None:
+    nd, na, nb = _MMA_COUNTS[a.shape]
+    if (len(a.d), len(a.a), len(a.b), len(a.c)) != (nd, na, nb, nd):
+        raise TilecError(
+            f"mma.sync {a.shape} takes {nd} f32 accumulators, {na} A and {nb} B elements and {nd} "
+            f"C values per lane, got {len(a.d)}, {len(a.a)}, {len(a.b)} and {len(a.c)}"
+        )
+    _halves("mma.sync operands A and B", tuple(a.a) + tuple(a.b), a.dtype)
+    t = a.dtype
+    e.line(f"mma.sync.aligned.{a.shape}.row.col.f32.{t}.{t}.f32 {a.d}, {_pairs(e, a.a)}, {_pairs(e, a.b)}, {a.c};")
+
+
+def _matrix_count(what: str, n: int, num: int) -> None:
+    if n != 2 * num:
+        raise TilecError(f"{what} .x{num} moves {2 * num} 16-bit elements per lane, got {n}")
+
+
+def _ldmatrix(e, a) -> None:
+    _matrix_count("ldmatrix", len(a.dst), a.num)
+    words = Operands(e.reg("u32") for _ in range(a.num))
+    trans = ".trans" if a.trans else ""
+    e.line(f"ldmatrix.sync.aligned.m8n8.x{a.num}{trans}.shared.b16 {words}, [{a.addr}];")
+    for w, lo, hi in zip(words, a.dst[0::2], a.dst[1::2]):
+        e.unpack_b32(w, lo, hi)
+
+
+def _stmatrix(e, a) -> None:
+    _matrix_count("stmatrix", len(a.src), a.num)
+    _halves("stmatrix sources", a.src, "bf16" if a.src[0].type == "bf16" else "f16")
+    trans = ".trans" if a.trans else ""
+    e.line(f"stmatrix.sync.aligned.m8n8.x{a.num}{trans}.shared.b16 [{a.addr}], {_pairs(e, a.src)};")
+
+
+def _cvt_pair(half: str):
+    def emit(e, a) -> None:
+        w = e.reg("u32")
+        e.line(f"cvt.rn.{half}x2.f32 {w}, {a.hi}, {a.lo};")
+        e.unpack_b32(w, a.lo_dst, a.hi_dst)
+
+    return emit
+
+
+_TABLE += [
+    Intrinsic("ptx.mma",
+              "shape: str(m16n8k16|m16n8k8), d: regs(f32), a: values(any), b: values(any), c: values(f32), "
+              "*, dtype: dtype",
+              "sm_80", _mma_sync, check=_check_half,
+              doc="Warp-wide mma.sync.aligned.<shape>.row.col.f32.<dtype>.<dtype>.f32: d = a.b + c.  Per "
+                  "lane, in the PTX ISA's fragment order: 4 f32 accumulators d and c (d and c may be the "
+                  "same registers), a's 8 (k16) or 4 (k8) elements and b's 4 or 2, packed in pairs."),
+    Intrinsic("ptx.ldmatrix", "dst: regs(f16|bf16), addr: shared_addr, *, num: int(1|2|4), trans: bool = False",
+              "sm_80", _ldmatrix,
+              doc="Warp-wide ldmatrix.m8n8.x<num>[.trans].b16: lane l gives the address of row l % 8 of "
+                  "matrix l // 8 (16 contiguous bytes); each lane receives 2 elements of each matrix, "
+                  "(row l // 4, columns 2 (l % 4) + 0, 1), or with trans (rows 2 (l % 4) + 0, 1, column l // 4)."),
+    Intrinsic("ptx.stmatrix", "src: values(any), addr: shared_addr, *, num: int(1|2|4), trans: bool = False",
+              "sm_90a", _stmatrix,
+              doc="Warp-wide stmatrix.m8n8.x<num>[.trans].b16, the inverse of ptx.ldmatrix: `src` are "
+                  "2 * num f16 or bf16 elements per lane."),
+    Intrinsic("ptx.cvt.f16x2.f32", "lo_dst: reg(f16), hi_dst: reg(f16), lo: value(f32), hi: value(f32)",
+              "sm_80", _cvt_pair("f16"),
+              doc="Two f32 rounded to f16 (to nearest even) by one cvt.rn.f16x2.f32."),
+    Intrinsic("ptx.cvt.bf16x2.f32", "lo_dst: reg(bf16), hi_dst: reg(bf16), lo: value(f32), hi: value(f32)",
+              "sm_80", _cvt_pair("bf16"),
+              doc="Two f32 rounded to bf16 (to nearest even) by one cvt.rn.bf16x2.f32."),
+]
+
+# ---- TMA bulk tensor copies, for copy_async -> tma ----------------------
+# (the lowering that writes them is tilec/passes/dispatch/copy_async/tma.py).
+# One thread issues each; the tensor map is a kernel parameter read through
+# its generic address, coordinates are in the map's elements, innermost
+# first.  Qualifier order is the PTX ISA's: completion mechanism, then
+# .multicast::cluster, .cta_group::N, .L2::cache_hint; the multicast CTA
+# mask and the cache policy follow the mbarrier operand in that order.
+
+_TMA_MAX_RANK = 5
+
+
+def _tma_rank(coords) -> int:
+    if not 1 <= len(coords) <= _TMA_MAX_RANK:
+        raise TilecError(f"a TMA copy takes 1 to {_TMA_MAX_RANK} coordinates, got {len(coords)}")
+    return len(coords)
+
+
+def _cta_mask(e, mask) -> str:
+    """The multicast mask as the 16-bit operand PTX requires: an immediate
+    as is, a register narrowed into a .b16 register (the class f16 values
+    use; cvt.u16 may write any 16-bit register)."""
+    if not mask.is_reg:
+        if not 0 <= int(mask.text) <= 0xFFFF:
+            raise TilecError(f"the multicast CTA mask has 16 bits (one per CTA of the cluster), got {mask.text}")
+        return mask.text
+    narrow = e.reg("f16")
+    e.line(f"cvt.u16.u32 {narrow}, {mask};")
+    return narrow
+
+
+def _tma_load(e, a) -> None:
+    rank = _tma_rank(a.coords)
+    qualifiers, extra = "", []
+    if a.multicast is not None:
+        qualifiers += ".multicast::cluster"
+        extra.append(_cta_mask(e, a.multicast))
+    if a.cta_group is not None:
+        if e.target.family != "blackwell":
+            raise TilecError(f"cta_group on a TMA load needs sm_100a (target is {e.target.name})")
+        qualifiers += f".cta_group::{a.cta_group}"
+    if a.cache_hint is not None:
+        qualifiers += ".L2::cache_hint"
+        extra.append(str(a.cache_hint))
+    tail = "".join(f", {x}" for x in extra)
+    e.line(f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.mbarrier::complete_tx::bytes{qualifiers} "
+           f"[{a.dst}], [{a.tmap}, {a.coords}], [{a.mbar}]{tail};")
+
+
+def _tma_store(e, a) -> None:
+    rank = _tma_rank(a.coords)
+    if a.reduce is None:
+        head = f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group"
+    else:
+        head = f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{a.reduce}.tile.bulk_group"
+    hint = ".L2::cache_hint" if a.cache_hint is not None else ""
+    tail = f", {a.cache_hint}" if a.cache_hint is not None else ""
+    e.line(f"{head}{hint} [{a.tmap}, {a.coords}], [{a.src}]{tail};")
+
+
+_TABLE += [
+    Intrinsic("ptx.cp_async.bulk.tensor.g2s",
+              "dst: shared_addr, mbar: shared_addr, tmap: generic_addr, coords: values(i32), *, "
+              "cta_group: int(1|2) = None, multicast: value(u32) = None, cache_hint: value(u64) = None",
+              "sm_90a", _tma_load,
+              doc="One TMA load: the box of tensor map `tmap` at `coords` (innermost first) into shared "
+                  "memory at `dst`, completing `mbar`'s transaction bytes.  `multicast`: a 16-bit mask of "
+                  "the cluster's CTAs that receive the box (each at the same offset); `cta_group` "
+                  "(sm_100a): 2 lets the mbarrier be in the peer CTA of the pair; `cache_hint`: a 64-bit "
+                  "L2 cache policy."),
+    Intrinsic("ptx.cp_async.bulk.tensor.s2g",
+              "src: shared_addr, tmap: generic_addr, coords: values(i32), *, reduce: str(add) = None, "
+              "cache_hint: value(u64) = None",
+              "sm_90a", _tma_store,
+              doc="One TMA store: shared memory at `src` into the box of tensor map `tmap` at `coords`, in "
+                  "the current bulk group (close it with ptx.cp_async.bulk.commit_group, wait with "
+                  "wait_group).  `reduce=\"add\"` adds into global memory instead of overwriting it."),
+]
+
+INTRINSICS: Dict[str, Intrinsic] = {}
+for _row in _TABLE:
+    assert _row.name not in INTRINSICS, _row.name
+    INTRINSICS[_row.name] = _row
+
+NAMESPACES = ("ptx", "cuda")
+
+
+def is_intrinsic_name(func: str) -> bool:
+    return func.split(".", 1)[0] in NAMESPACES
+
+
+def lookup(func: str, span) -> Intrinsic:
+    """The row for a dotted call, or a located error for an unknown one."""
+    try:
+        return INTRINSICS[func]
+    except KeyError:
+        raise TilecError(f"unknown intrinsic '{func}'", span) from None

@@ -1,0 +1,1004 @@
+"""Per-kernel analysis: what every name of a kernel is, and the launch shape.
+
+Dispatch, the verifier and the emitter all need the same facts (is `A` a
+global buffer, what layout has `Asmem`, which dtype has `phase`, how many
+threads does the block have), so they are computed once here from the
+builtin and intrinsic tables instead of being rediscovered by each pass.
+
+    syms = analyze_kernel(kernel, module, target)
+    syms.lookup("Asmem").buffer.layout      # a Symbol; .kind says what it is
+    syms.launch.block                       # (128, 1, 1)
+    syms.type_of(expr)                      # "i32", "f16", "bool", "shared_ptr"...
+
+Names are flat per kernel: a name may be defined again in a sibling block
+(two loops over `s`) when both definitions agree on kind and type, but never
+while the first is still visible, and a buffer name only once.  Scalars
+bound with a plain `x = e` are immutable; `x: i32 = e` declares a mutable one.
+
+Value types are dtype names (sub-32-bit integers are widened to i32/u32 when
+read, as in C), "bool", and the address types "shared_ptr" (a 32-bit
+shared-window address), "global_ptr" and "generic_ptr" (64-bit).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import attrs
+
+from tilec.compiler import builtins, intrinsics, ir, visit
+from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES, METHODS, PREDEFINED
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DTYPES, dtype as lookup_dtype
+from tilec.compiler.targets import Target
+
+DYN_ARENA = "<dynamic shared memory>"
+"""The `storage` of buffers placed in the kernel's one dynamic shared arena."""
+
+POINTER_TYPES = {"shared_ptr": 32, "global_ptr": 64, "generic_ptr": 64}
+INT_TYPES = ("i32", "u32", "i64", "u64")
+FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
+VALUE_TYPES = frozenset(INT_TYPES + FLOAT_TYPES + ("bool",) + tuple(POINTER_TYPES))
+DEFAULT_ALIGN = 16
+ARENA_ALIGN = 1024
+
+
+def type_bits(t: str) -> int:
+    if t in POINTER_TYPES:
+        return POINTER_TYPES[t]
+    if t == "bool":
+        return 1
+    return DTYPES[t].bits
+
+
+def is_int(t: str) -> bool:
+    return t in INT_TYPES
+
+
+def is_float(t: str) -> bool:
+    return t in FLOAT_TYPES
+
+
+def is_signed(t: str) -> bool:
+    return t.startswith("i") or is_float(t)
+
+
+def value_type_of_dtype(name: str) -> str:
+    """The type a buffer element of dtype `name` has once read: i8/i16 widen
+    to i32 and u8/u16 to u32; fp8/fp4/tf32 elements are not scalar values."""
+    d = DTYPES[name]
+    if d.kind in ("int", "uint") and d.bits < 32:
+        return "i32" if d.kind == "int" else "u32"
+    return name
+
+
+# --------------------------------------------------------------------------
+# What names are
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Buffer:
+    """A buffer: a global parameter, an allocation, a declared buffer over
+    existing storage, or a view.
+
+    `storage` names the buffer that owns the bytes (itself for a root, the
+    base for a view or a `decl_buffer` over data, `DYN_ARENA` for anything in
+    the dynamic shared arena) and `byte_offset` is where this buffer starts
+    in it.  `layout` is the layout literal as written (None: row-major);
+    `tilec.compiler.layout_ir.to_layout(layout, shape)` gives its meaning."""
+
+    name: str
+    dtype: str
+    shape: Tuple[int, ...]
+    scope: str  # "global", "shared", "shared.dyn", "local", "tmem"
+    layout: Optional[ir.Expr] = None
+    align: int = DEFAULT_ALIGN
+    storage: str = ""
+    byte_offset: int = 0
+    allocated_addr: Optional[ir.Expr] = None
+    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+
+    @property
+    def elem_bytes(self) -> int:
+        return DTYPES[self.dtype].bytes
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for e in self.shape:
+            n *= e
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.elem_bytes
+
+    @property
+    def is_root(self) -> bool:
+        return self.storage == self.name
+
+    @property
+    def is_shared(self) -> bool:
+        return self.scope in ("shared", "shared.dyn")
+
+
+@attrs.frozen
+class LaunchId:
+    name: str
+    builtin: str  # "cta_id", "lane_id", ...
+    level: str  # LAUNCH_AXES[builtin].level
+    extent: int
+    dim: int = 0  # x, y, z for multi-dimensional cta ids
+    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen
+class Launch:
+    grid: Tuple[int, int, int]
+    block: Tuple[int, int, int]
+    cluster: Tuple[int, int, int]
+    ids: Tuple[LaunchId, ...]
+
+    @property
+    def threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@attrs.define
+class Pool:
+    """The bump allocator of `smem_pool()`: `base` is its offset in the
+    dynamic arena, `cursor` the next free byte relative to it."""
+
+    name: str
+    base: int
+    cursor: int = 0
+    committed: bool = False
+    span: Optional[ir.Span] = None
+
+
+@attrs.frozen
+class Symbol:
+    """One name.  `kind` is one of: "buffer", "scalar_param", "tensormap",
+    "launch_id", "pool", "scalar" (mutable, typed), "value" (immutable),
+    "loop_var", "meta".  `type` is the value type of scalars, values, loop
+    variables, parameters and launch ids."""
+
+    name: str
+    kind: str
+    type: Optional[str] = None
+    buffer: Optional[Buffer] = None
+    launch_id: Optional[LaunchId] = None
+    pool: Optional[Pool] = None
+    tensormap: Optional[ir.TensorMap] = None
+    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+
+
+SCALAR_KINDS = ("scalar_param", "launch_id", "scalar", "value", "loop_var")
+
+
+@attrs.define
+class KernelSymbols:
+    kernel: ir.Kernel
+    target: Target
+    symbols: Dict[str, Symbol] = attrs.field(factory=dict)
+    buffers: Dict[str, Buffer] = attrs.field(factory=dict)  # definition order
+    tensormaps: Dict[str, ir.TensorMap] = attrs.field(factory=dict)
+    pools: Dict[str, Pool] = attrs.field(factory=dict)
+    launch: Optional[Launch] = None
+    dynamic_smem: int = 0  # bytes of the dynamic arena
+    helpers: frozenset = frozenset()
+
+    def lookup(self, name: str, span=None) -> Symbol:
+        sym = self.symbols.get(name)
+        if sym is None:
+            raise TilecError(f"'{name}' is not defined", span)
+        return sym
+
+    def buffer(self, name: str, span=None) -> Buffer:
+        sym = self.lookup(name, span)
+        if sym.buffer is None:
+            raise TilecError(f"'{name}' is not a buffer (it is a {_describe(sym)})", span)
+        return sym.buffer
+
+    def buffer_of(self, expr: ir.Expr) -> Buffer:
+        """The buffer an expression names: `b`, or the base of `b[...]`."""
+        if isinstance(expr, ir.Index):
+            expr = expr.base
+        if not isinstance(expr, ir.Name):
+            raise TilecError("expected a buffer name", expr.span)
+        return self.buffer(expr.id, expr.span)
+
+    def type_of(self, expr: ir.Expr) -> str:
+        """The value type of a runtime expression (a located error if it is
+        not a value: a buffer, a region, an unknown call...)."""
+        return _TypeOf(self).of(expr)
+
+    def operand_type(self, e: ir.Binary) -> str:
+        """The type both operands of an arithmetic or comparison `e` are
+        converted to before the operation (an int literal takes the other
+        operand's type when it fits, else the usual promotion)."""
+        return _TypeOf(self).binary_operands(e)
+
+
+def _describe(sym: Symbol) -> str:
+    return {
+        "buffer": "buffer",
+        "scalar_param": "scalar parameter",
+        "tensormap": "tensor map",
+        "launch_id": "launch id",
+        "pool": "shared-memory pool",
+        "scalar": "mutable scalar",
+        "value": "value",
+        "loop_var": "loop variable",
+        "meta": "meta value",
+    }[sym.kind]
+
+
+# --------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------
+
+
+def literal_type(value) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, float):
+        return "f32"
+    return "i32" if -(2**31) <= value < 2**31 else "i64"
+
+
+def fits(value: int, t: str) -> bool:
+    if t == "bool":
+        return False
+    if is_float(t):
+        return True
+    bits = type_bits(t)
+    if is_signed(t):
+        return -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    return 0 <= value < 2**bits
+
+
+def promote(a: str, b: str, span=None) -> str:
+    """The common type of two operand types (C's usual conversions, without
+    the detour through int for narrow types, which never reach here)."""
+    if a == b:
+        return a
+    if "bool" in (a, b):
+        raise TilecError(f"cannot mix bool and {b if a == 'bool' else a} in arithmetic", span)
+    if a in POINTER_TYPES or b in POINTER_TYPES:
+        ptr, other = (a, b) if a in POINTER_TYPES else (b, a)
+        if other in POINTER_TYPES or is_float(other):
+            raise TilecError(f"cannot combine {a} and {b}", span)
+        return ptr
+    if is_float(a) or is_float(b):
+        if is_float(a) and is_float(b):
+            if {a, b} == {"f16", "bf16"}:
+                return "f32"
+            return a if type_bits(a) > type_bits(b) else b
+        return a if is_float(a) else b
+    bits = max(type_bits(a), type_bits(b))
+    signed = is_signed(a) and is_signed(b)
+    if type_bits(a) != type_bits(b):
+        signed = is_signed(a if type_bits(a) > type_bits(b) else b)
+    return ("i" if signed else "u") + str(bits)
+
+
+def assignable(src: str, dst: str, expr: ir.Expr) -> bool:
+    """Whether a value of type `src` converts implicitly to `dst`: integers
+    to integers, literals to anything numeric, and floats only to wider
+    floats; narrowing or int/float changes need `convert` (with a rounding)."""
+    if src == dst:
+        return True
+    if isinstance(expr, ir.Int) and dst != "bool":
+        return is_float(dst) or fits(expr.value, dst) or dst in POINTER_TYPES
+    if isinstance(expr, ir.Float):
+        return is_float(dst)
+    if is_int(src) and (is_int(dst) or dst in POINTER_TYPES):
+        return True
+    if src in POINTER_TYPES and is_int(dst):
+        return type_bits(dst) >= type_bits(src)
+    if is_float(src) and is_float(dst):
+        return type_bits(dst) > type_bits(src) and not (src == "bf16" and dst == "f16")
+    return False
+
+
+_ARITH = ("+", "-", "*", "/", "//", "%")
+_BITWISE = ("&", "|", "^")
+_SHIFTS = ("<<", ">>")
+_COMPARE = ("==", "!=", "<", "<=", ">", ">=")
+
+
+class _TypeOf:
+    def __init__(self, syms: KernelSymbols):
+        self.syms = syms
+
+    def of(self, e: ir.Expr) -> str:
+        method = getattr(self, "_" + type(e).__name__, None)
+        if method is None:
+            raise TilecError(f"expected a value, found {type(e).__name__.lower()}", e.span)
+        return method(e)
+
+    def _Int(self, e):
+        return literal_type(e.value)
+
+    def _Float(self, e):
+        return "f32"
+
+    def _Bool(self, e):
+        return "bool"
+
+    def _Name(self, e):
+        sym = self.syms.lookup(e.id, e.span)
+        if sym.kind in SCALAR_KINDS:
+            return sym.type
+        if sym.kind == "meta":
+            raise TilecError(f"meta value '{e.id}' must be substituted before this point", e.span)
+        raise TilecError(f"'{e.id}' is a {_describe(sym)}, not a scalar value", e.span)
+
+    def binary_operands(self, e: ir.Binary) -> str:
+        """The type both operands of `e` are converted to before the operation."""
+        a, b = e.lhs, e.rhs
+        ta, tb = self.of(a), self.of(b)
+        if isinstance(a, (ir.Int, ir.Float)) and not isinstance(b, (ir.Int, ir.Float)):
+            if tb != "bool" and (is_float(tb) or (isinstance(a, ir.Int) and fits(a.value, tb))):
+                return tb
+        if isinstance(b, (ir.Int, ir.Float)) and not isinstance(a, (ir.Int, ir.Float)):
+            if ta != "bool" and (is_float(ta) or (isinstance(b, ir.Int) and fits(b.value, ta))):
+                return ta
+        if ta in POINTER_TYPES and tb in POINTER_TYPES:
+            if ta != tb or e.op not in ("-",) + _COMPARE:
+                raise TilecError(f"cannot combine addresses {ta} and {tb} with '{e.op}'", e.span)
+            return ta
+        return promote(ta, tb, e.span)
+
+    def _Binary(self, e):
+        op = e.op
+        if op in ("and", "or"):
+            for side in (e.lhs, e.rhs):
+                if self.of(side) != "bool":
+                    raise TilecError(f"operands of '{op}' must be bool", side.span)
+            return "bool"
+        if op in _SHIFTS:
+            t = self.of(e.lhs)
+            if not is_int(t) or not is_int(self.of(e.rhs)):
+                raise TilecError(f"'{op}' needs integer operands", e.span)
+            return t
+        t = self.binary_operands(e)
+        if op in _COMPARE:
+            if t == "bool" and op not in ("==", "!="):
+                raise TilecError(f"'{op}' is not defined on bool", e.span)
+            return "bool"
+        if op in _BITWISE:
+            if not (is_int(t) or t == "bool"):
+                raise TilecError(f"'{op}' needs integer or bool operands, got {t}", e.span)
+            return t
+        if t == "bool":
+            raise TilecError(f"'{op}' is not defined on bool", e.span)
+        if op == "/" and not is_float(t):
+            raise TilecError("'/' on integers: use '//' (floor division)", e.span)
+        if t in POINTER_TYPES and op not in ("+", "-"):
+            raise TilecError(f"'{op}' is not defined on addresses", e.span)
+        if op == "-" and self.of(e.lhs) in POINTER_TYPES and self.of(e.rhs) in POINTER_TYPES:
+            return "i32" if POINTER_TYPES[t] == 32 else "i64"  # a byte distance
+        if op == "%" and is_float(t):
+            raise TilecError("'%' is not defined on floats", e.span)
+        return t
+
+    def _Unary(self, e):
+        t = self.of(e.operand)
+        if e.op == "not":
+            if t != "bool":
+                raise TilecError("operand of 'not' must be bool", e.span)
+            return t
+        if e.op == "~" and not is_int(t):
+            raise TilecError("operand of '~' must be an integer", e.span)
+        if e.op == "-" and (t == "bool" or t in POINTER_TYPES):
+            raise TilecError(f"cannot negate a {t}", e.span)
+        return t
+
+    def _Select(self, e):
+        if self.of(e.cond) != "bool":
+            raise TilecError("the condition of 'if ... else' must be bool", e.cond.span)
+        if self.of(e.then) == self.of(e.orelse) == "bool":
+            return "bool"
+        return self.binary_operands(ir.Binary("+", e.then, e.orelse, span=e.span))
+
+    def _Index(self, e):
+        buf = self.syms.buffer_of(e)
+        check_element(buf, e)
+        if buf.scope == "tmem":
+            raise TilecError(f"tensor-memory buffer '{buf.name}' cannot be read element-wise", e.span)
+        d = DTYPES[buf.dtype]
+        if d.kind == "float" and d.name not in FLOAT_TYPES:
+            raise TilecError(f"{buf.dtype} elements are not scalar values", e.span)
+        return value_type_of_dtype(buf.dtype)
+
+    def _Method(self, e):
+        if e.name != "ptr_to":
+            raise TilecError(f"'.{e.name}(...)' is not a value", e.span)
+        buf = self.syms.buffer_of(e.obj)
+        return address_type(buf, e.span)
+
+    def _Call(self, e):
+        f = e.func
+        if f in ("min", "max"):
+            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            return self.binary_operands(ir.Binary("+", bound["a"], bound["b"], span=e.span))
+        if f in ("convert", "reinterpret"):
+            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            t = builtins.literal(f, BUILTINS[f].signature.params[1], bound["dtype"], e.span)
+            src = self.of(bound["x"])
+            if t not in VALUE_TYPES or t == "bool":
+                raise TilecError(f"{f}: cannot produce a {t} scalar", bound["dtype"].span or e.span)
+            if f == "reinterpret" and type_bits(src) != type_bits(t):
+                raise TilecError(f"reinterpret: {src} and {t} differ in width", e.span)
+            if f == "convert" and src == "bool":
+                raise TilecError("convert: use 'a if cond else b' to turn a bool into a number", e.span)
+            return t
+        if f in ("pack_f16x2", "pack_bf16x2"):
+            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            for p in ("lo", "hi"):
+                if not assignable(self.of(bound[p]), "f32", bound[p]):
+                    raise TilecError(f"{f}: '{p}' must be f32", bound[p].span or e.span)
+            return "u32"
+        if f == "address_of":
+            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            x = bound["x"]
+            if isinstance(x, ir.Name) and self.syms.lookup(x.id, x.span).kind == "tensormap":
+                return "generic_ptr"
+            if isinstance(x, ir.Index):
+                check_element(self.syms.buffer_of(x), x)
+            return address_type(self.syms.buffer_of(x), e.span)
+        if intrinsics.is_intrinsic_name(f):
+            row = intrinsics.lookup(f, e.span)
+            if row.result is None:
+                raise TilecError(f"{f} does not produce a value", e.span)
+            row.signature.bind(f, e.args, e.kwargs, e.span)
+            return row.result
+        raise TilecError(f"'{f}(...)' is not a value", e.span)
+
+
+def address_type(buf: Buffer, span) -> str:
+    if buf.is_shared:
+        return "shared_ptr"
+    if buf.scope == "global":
+        return "global_ptr"
+    if buf.scope == "tmem":
+        return "u32"
+    raise TilecError(f"register array '{buf.name}' has no address; use its elements", span)
+
+
+def check_element(buf: Buffer, e: ir.Index) -> None:
+    """`e` indexes one element of `buf`: one scalar index per dimension."""
+    if len(e.indices) != len(buf.shape):
+        raise TilecError(
+            f"'{buf.name}' has {len(buf.shape)} dimension(s), indexed with {len(e.indices)}", e.span
+        )
+    for i in e.indices:
+        if isinstance(i, ir.Slice):
+            raise TilecError("a region (slice) is not an element; tile primitives take regions", i.span)
+
+
+# --------------------------------------------------------------------------
+# The analysis
+# --------------------------------------------------------------------------
+
+
+def analyze_kernel(kernel: ir.Kernel, module: ir.Module, target: Target) -> KernelSymbols:
+    """The symbols and launch configuration of `kernel` (located errors for
+    undefined names, wrong arguments, conflicting declarations...)."""
+    a = _Analyzer(kernel, module, target)
+    a.run()
+    return a.syms
+
+
+class _Analyzer:
+    def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target):
+        self.syms = KernelSymbols(kernel, target, helpers=frozenset(h.name for h in module.helpers))
+        self.consts = {c.name for c in module.consts}
+        self.scopes: List[set] = [set()]
+        self.launch_ids: List[LaunchId] = []
+        self.arena_end = 0
+
+    # ---- scopes -------------------------------------------------------
+
+    def visible(self, name: str) -> bool:
+        return any(name in s for s in self.scopes)
+
+    def define(self, sym: Symbol) -> None:
+        name = sym.name
+        if name in self.consts or name in PREDEFINED:
+            raise TilecError(f"'{name}' is a constant and cannot be redefined", sym.span)
+        old = self.syms.symbols.get(name)
+        if old is not None:
+            if self.visible(name):
+                hint = f"; declare it as '{name}: {old.type} = ...' to update it" if old.kind == "value" else ""
+                raise TilecError(
+                    f"'{name}' is already defined (line {old.span.line if old.span else '?'}){hint}", sym.span
+                )
+            if old.kind != sym.kind or old.type != sym.type or sym.kind in ("buffer", "pool", "launch_id", "tensormap"):
+                raise TilecError(
+                    f"'{name}' was defined elsewhere in this kernel as a {_describe(old)}"
+                    + (f" of type {old.type}" if old.type else "")
+                    + "; use another name",
+                    sym.span,
+                )
+        self.syms.symbols[name] = sym
+        if sym.buffer is not None:
+            self.syms.buffers[name] = sym.buffer
+        self.scopes[-1].add(name)
+
+    def block(self, stmts, extra: Optional[Symbol] = None) -> None:
+        self.scopes.append(set())
+        if extra is not None:
+            self.define(extra)
+        for s in stmts:
+            self.stmt(s)
+        self.scopes.pop()
+
+    # ---- driver -------------------------------------------------------
+
+    def run(self) -> None:
+        k = self.syms.kernel
+        for p in k.params:
+            self.param(p)
+        for s in k.body:  # the kernel's top level shares the parameters' scope
+            self.stmt(s)
+        self.syms.launch = self.launch_config(k)
+        self.syms.dynamic_smem = self.arena_end
+
+    def param(self, p: ir.Param) -> None:
+        lookup_dtype(p.dtype, p.span)
+        if p.shape is None:
+            t = value_type_of_dtype(p.dtype)
+            if t not in VALUE_TYPES:
+                raise TilecError(f"scalar parameter '{p.name}' cannot have dtype {p.dtype}", p.span)
+            self.define(Symbol(p.name, "scalar_param", type=t, span=p.span))
+            return
+        shape = tuple(self.const_int(e, "a parameter extent") for e in p.shape)
+        buf = Buffer(p.name, p.dtype, shape, "global", p.layout, 256, p.name, 0, span=p.span)
+        self.define(Symbol(p.name, "buffer", buffer=buf, span=p.span))
+
+    def const_int(self, e, what: str) -> int:
+        if isinstance(e, ir.Int):
+            return e.value
+        raise TilecError(f"{what} must be a compile-time integer", getattr(e, "span", None))
+
+    # ---- statements ---------------------------------------------------
+
+    def stmt(self, s: ir.Stmt) -> None:
+        method = getattr(self, "_" + type(s).__name__)
+        method(s)
+
+    def _Pass(self, s):
+        pass
+
+    def _Meta(self, s):
+        self.exprs(s.value)
+        self.define(Symbol(s.name, "meta", span=s.span))
+
+    def _InlineDef(self, s):
+        raise TilecError("inline helpers must be defined at module level or expanded first", s.span)
+
+    def _TensorMap(self, s):
+        self.exprs(*s.value.args, *(k.value for k in s.value.kwargs))
+        self.syms.tensormaps[s.name] = s
+        self.define(Symbol(s.name, "tensormap", tensormap=s, span=s.span))
+
+    def _ExprStmt(self, s):
+        e = s.expr
+        if isinstance(e, ir.Call) and e.func in LAUNCH_AXES:
+            self.launch_decl([], e, s.span)
+            return
+        if isinstance(e, ir.Method):
+            self.method(e, statement=True)
+            return
+        if not isinstance(e, ir.Call):
+            raise TilecError("an expression statement must be a call", e.span or s.span)
+        self.call(e, statement=True)
+
+    def _For(self, s):
+        self.exprs(s.start, s.stop, s.step)
+        t = "i32"
+        for bound in (s.start, s.stop):
+            bt = self.syms.type_of(bound)
+            if not is_int(bt):
+                raise TilecError("range bounds must be integers", bound.span)
+            if not isinstance(bound, ir.Int):
+                t = promote(t, bt, bound.span)
+        self.block(s.body, Symbol(s.var, "loop_var", type=t, span=s.span))
+
+    def _If(self, s):
+        self.cond(s.cond)
+        self.block(s.then)
+        self.block(s.orelse)
+
+    def _While(self, s):
+        self.cond(s.cond)
+        self.block(s.body)
+
+    def cond(self, e):
+        self.exprs(e)
+        if self.syms.type_of(e) != "bool":
+            raise TilecError("a condition must be bool (compare with == 0 to test a number)", e.span)
+
+    def _AugAssign(self, s):
+        self.exprs(s.value)
+        t = s.target
+        if isinstance(t, ir.Index):
+            self.exprs(t)
+            self.syms.type_of(t)
+            self.store_target(t, s.span)
+        elif isinstance(t, ir.Name):
+            sym = self.syms.lookup(t.id, t.span)
+            if sym.kind != "scalar":
+                raise TilecError(f"cannot update {_describe(sym)} '{t.id}'", t.span)
+        else:
+            raise TilecError("cannot assign to this expression", t.span or s.span)
+        self.syms.type_of(ir.Binary(s.op, t, s.value, span=s.span))
+
+    def _Assign(self, s):
+        targets, value = s.targets, s.value
+        if s.type is not None:
+            if len(targets) != 1 or not isinstance(targets[0], ir.Name):
+                raise TilecError("a typed declaration names one scalar", s.span)
+            self.exprs(value)
+            t = value_type_of_dtype(lookup_dtype(s.type, s.span).name)
+            if t != s.type:
+                raise TilecError(f"mutable scalars cannot have dtype {s.type} (use {t})", s.span)
+            src = self.syms.type_of(value)
+            if not assignable(src, t, value):
+                raise TilecError(f"cannot initialise {t} '{targets[0].id}' with a {src}", value.span or s.span)
+            self.define(Symbol(targets[0].id, "scalar", type=t, span=targets[0].span or s.span))
+            return
+        if isinstance(value, ir.Call) and value.func in LAUNCH_AXES:
+            self.launch_decl(targets, value, s.span)
+            return
+        if len(targets) == 1 and isinstance(targets[0], ir.Name):
+            made = self.declaration(targets[0], value, s.span)
+            if made:
+                return
+        values = list(value.items) if isinstance(value, ir.TupleExpr) and len(targets) > 1 else [value]
+        if len(values) != len(targets):
+            raise TilecError(f"cannot unpack {len(values)} value(s) into {len(targets)} names", s.span)
+        for v in values:
+            self.exprs(v)
+        types = [self.syms.type_of(v) for v in values]
+        for target, v, t in zip(targets, values, types):
+            self.assign_one(target, v, t, s.span)
+
+    def assign_one(self, target, value, t, span):
+        if isinstance(target, ir.Index):
+            self.exprs(target)
+            buf = self.store_target(target, span)
+            dst = value_type_of_dtype(buf.dtype)
+            if not assignable(t, dst, value):
+                raise TilecError(
+                    f"cannot store a {t} into {buf.dtype} buffer '{buf.name}' (use convert)",
+                    value.span or span,
+                )
+            return
+        if not isinstance(target, ir.Name):
+            raise TilecError("cannot assign to this expression", target.span or span)
+        old = self.syms.symbols.get(target.id)
+        if old is not None and self.visible(target.id):
+            if old.kind == "scalar":
+                if not assignable(t, old.type, value):
+                    raise TilecError(
+                        f"cannot assign a {t} to {old.type} '{target.id}' (use convert)", value.span or span
+                    )
+                return
+            if old.kind != "value":
+                raise TilecError(f"cannot assign to {_describe(old)} '{target.id}'", target.span or span)
+        if t not in VALUE_TYPES:
+            raise TilecError(f"cannot bind a {t}", value.span or span)
+        self.define(Symbol(target.id, "value", type=t, span=target.span or span))
+
+    def store_target(self, t: ir.Index, span) -> Buffer:
+        buf = self.syms.buffer_of(t)
+        check_element(buf, t)
+        if buf.scope == "tmem":
+            raise TilecError(f"tensor-memory buffer '{buf.name}' cannot be written element-wise", t.span)
+        return buf
+
+    # ---- declarations -------------------------------------------------
+
+    def launch_decl(self, targets, call: ir.Call, span) -> None:
+        axis = LAUNCH_AXES[call.func]
+        bound = BUILTINS[call.func].signature.bind(call.func, call.args, call.kwargs, call.span)
+        extents = builtins.literal(call.func, BUILTINS[call.func].signature.params[0], bound["extents"], call.span)
+        if not 1 <= len(extents) <= axis.max_dims:
+            raise TilecError(f"{call.func} takes 1 to {axis.max_dims} extent(s), got {len(extents)}", call.span)
+        for e in extents:
+            if e < 1 or (axis.max_extent is not None and e > axis.max_extent):
+                limit = f" (at most {axis.max_extent})" if axis.max_extent else ""
+                raise TilecError(f"{call.func} extent {e} is out of range{limit}", call.span)
+        if any(i.builtin == call.func for i in self.launch_ids):
+            raise TilecError(f"{call.func} is declared twice", call.span)
+        if targets and len(targets) != len(extents):
+            raise TilecError(
+                f"{call.func} with {len(extents)} extent(s) gives {len(extents)} id(s), assigned to {len(targets)}",
+                span,
+            )
+        names = []
+        for t in targets:
+            if not isinstance(t, ir.Name):
+                raise TilecError("launch ids are assigned to names", t.span or span)
+            names.append(t.id)
+        for dim, extent in enumerate(extents):
+            name = names[dim] if names else f"<{call.func}.{dim}>"
+            lid = LaunchId(name, call.func, axis.level, extent, dim, span=call.span)
+            self.launch_ids.append(lid)
+            if names:
+                self.define(Symbol(name, "launch_id", type="i32", launch_id=lid, span=lid.span))
+
+    def declaration(self, target: ir.Name, value: ir.Expr, span) -> bool:
+        """Handle `name = <buffer/pool-producing call>`; False for a plain value."""
+        name = target.id
+        if isinstance(value, ir.Call) and value.func in ("alloc", "alloc_shared", "alloc_local"):
+            self.define_buffer(self.alloc(name, value), span)
+            return True
+        if isinstance(value, ir.Call) and value.func == "decl_buffer":
+            self.define_buffer(self.decl_buffer(name, value), span)
+            return True
+        if isinstance(value, ir.Call) and value.func == "smem_pool":
+            BUILTINS["smem_pool"].signature.bind("smem_pool", value.args, value.kwargs, value.span)
+            pool = Pool(name, _align_up(self.arena_end, ARENA_ALIGN), span=value.span)
+            self.syms.pools[name] = pool
+            self.define(Symbol(name, "pool", pool=pool, span=value.span))
+            return True
+        if isinstance(value, ir.Method) and value.name in ("alloc", "local", "view"):
+            self.define_buffer(self.method(value, statement=False, result_name=name), span)
+            return True
+        return False
+
+    def define_buffer(self, buf: Buffer, span) -> None:
+        self.define(Symbol(buf.name, "buffer", buffer=buf, span=buf.span or span))
+
+    def _alloc_args(self, func: str, row, call):
+        bound = row.signature.bind(func, call.args, call.kwargs, call.span)
+        for key in ("layout", "allocated_addr"):
+            if isinstance(bound.get(key), ir.Expr):
+                self.exprs(bound[key])
+        values = row.signature.literals(func, bound, call.span)
+        lookup_dtype(values["dtype"], call.span)
+        for e in values["shape"]:
+            if e < 1:
+                raise TilecError(f"buffer extents must be positive, got {e}", call.span)
+        return bound, values
+
+    def _align(self, values, dtype: str, span) -> int:
+        align = values.get("align") or max(DEFAULT_ALIGN, DTYPES[dtype].bytes)
+        if align & (align - 1) or align > ARENA_ALIGN:
+            raise TilecError(f"align must be a power of two up to {ARENA_ALIGN}, got {align}", span)
+        return align
+
+    def alloc(self, name: str, call: ir.Call) -> Buffer:
+        bound, values = self._alloc_args(call.func, BUILTINS[call.func], call)
+        scope = {"alloc_shared": "shared", "alloc_local": "local"}.get(call.func) or values["scope"]
+        dtype = values["dtype"]
+        align = self._align(values, dtype, call.span)
+        layout = bound["layout"] if isinstance(bound["layout"], ir.Expr) else None
+        buf = Buffer(name, dtype, values["shape"], scope, layout, align, name, 0, span=call.span)
+        if scope == "shared.dyn":
+            offset = _align_up(self.arena_end, align)
+            buf = attrs.evolve(buf, storage=DYN_ARENA, byte_offset=offset)
+            self.arena_end = offset + buf.nbytes
+        elif scope == "tmem":
+            raise TilecError("tensor memory is allocated with ptx.tcgen05.alloc and declared with decl_buffer", call.span)
+        return buf
+
+    def decl_buffer(self, name: str, call: ir.Call) -> Buffer:
+        row = BUILTINS["decl_buffer"]
+        bound, values = self._alloc_args("decl_buffer", row, call)
+        dtype, shape = values["dtype"], values["shape"]
+        layout = bound["layout"] if isinstance(bound["layout"], ir.Expr) else None
+        addr = bound["allocated_addr"] if isinstance(bound["allocated_addr"], ir.Expr) else None
+        data = bound["data"]
+        scope = values.get("scope")
+        if addr is not None:
+            if data is not None or scope not in (None, "tmem"):
+                raise TilecError("allocated_addr declares a tensor-memory buffer (no data, scope \"tmem\")", call.span)
+            return Buffer(name, dtype, shape, "tmem", layout, 1, name, 0, addr, span=call.span)
+        if data is None:
+            raise TilecError("decl_buffer needs data=<buffer> or allocated_addr=<tmem address>", call.span)
+        if not isinstance(data, ir.Name):
+            raise TilecError("decl_buffer data must be a buffer name", data.span or call.span)
+        base = self.syms.buffer(data.id, data.span)
+        if scope is not None and scope != base.scope:
+            raise TilecError(f"decl_buffer over {base.scope} buffer '{base.name}' cannot have scope {scope}", call.span)
+        offset = base.byte_offset + values["elem_offset"] * DTYPES[dtype].bytes
+        nbytes = _numel(shape) * DTYPES[dtype].bytes
+        if offset - base.byte_offset + nbytes > base.nbytes:
+            raise TilecError(
+                f"'{name}' ({nbytes} bytes at element offset {values['elem_offset']}) overruns "
+                f"'{base.name}' ({base.nbytes} bytes)",
+                call.span,
+            )
+        align = _offset_align(base.align, offset - base.byte_offset)
+        return Buffer(name, dtype, shape, base.scope, layout, align, base.storage, offset, span=call.span)
+
+    # ---- methods ------------------------------------------------------
+
+    def method(self, e: ir.Method, statement: bool, result_name: Optional[str] = None):
+        if not isinstance(e.obj, ir.Name):
+            raise TilecError("methods are called on buffer or pool names", e.obj.span or e.span)
+        sym = self.syms.lookup(e.obj.id, e.obj.span)
+        receiver = {"buffer": "buffer", "pool": "pool"}.get(sym.kind)
+        row = METHODS.get((receiver, e.name))
+        if row is None:
+            raise TilecError(f"{_describe(sym)} '{e.obj.id}' has no method '{e.name}'", e.span)
+        what = f"{e.obj.id}.{e.name}"
+        bound = row.signature.bind(what, e.args, e.kwargs, e.span)
+        for key, arg in bound.items():
+            if isinstance(arg, ir.Expr):
+                self.exprs(arg)
+        if e.name == "ptr_to":
+            if statement:
+                raise TilecError(f"{what}(...) is a value, not a statement", e.span)
+            index = bound["index"]
+            if not isinstance(index, (ir.ListExpr, ir.TupleExpr)) or len(index.items) != len(sym.buffer.shape):
+                raise TilecError(f"{what} takes a list of {len(sym.buffer.shape)} index(es)", e.span)
+            self.syms.type_of(e)
+            return None
+        values = row.signature.literals(what, bound, e.span)
+        if receiver == "pool":
+            return self.pool_method(sym.pool, e, bound, values, statement, result_name)
+        if statement:
+            raise TilecError(f"{what}(...) makes a buffer; assign it to a name", e.span)
+        base = sym.buffer
+        layout = bound.get("layout") if isinstance(bound.get("layout"), ir.Expr) else None
+        if e.name == "local":
+            if base.scope != "local":
+                raise TilecError(f"'{base.name}' is not a local buffer", e.span)
+            return Buffer(result_name, base.dtype, (values["n"],), "local", None, base.align,
+                          base.storage, base.byte_offset, span=e.span)
+        shape = values["shape"]
+        if not shape:
+            raise TilecError(f"{what} needs the new shape", e.span)
+        if base.scope != "local" and _numel(shape) * base.elem_bytes > base.nbytes:
+            raise TilecError(f"view {shape} is larger than '{base.name}'", e.span)
+        return Buffer(result_name, base.dtype, shape, base.scope, layout, base.align,
+                      base.storage, base.byte_offset, base.allocated_addr, span=e.span)
+
+    def pool_method(self, pool: Pool, e, bound, values, statement, result_name):
+        what = f"{pool.name}.{e.name}"
+        if pool.committed:
+            raise TilecError(f"pool '{pool.name}' is already committed", e.span)
+        if e.name == "alloc":
+            if statement:
+                raise TilecError(f"{what}(...) makes a buffer; assign it to a name", e.span)
+            dtype = values["dtype"]
+            lookup_dtype(dtype, e.span)
+            align = self._align(values, dtype, e.span)
+            layout = bound["layout"] if isinstance(bound["layout"], ir.Expr) else None
+            offset = _align_up(pool.cursor, align)
+            buf = Buffer(result_name, dtype, values["shape"], "shared.dyn", layout, align,
+                         DYN_ARENA, pool.base + offset, span=e.span)
+            pool.cursor = offset + buf.nbytes
+        elif e.name == "move_base_to":
+            if values["offset"] < pool.cursor:
+                raise TilecError(
+                    f"{what}({values['offset']}) would move back over {pool.cursor} allocated bytes", e.span
+                )
+            pool.cursor = values["offset"]
+            buf = None
+        else:
+            pool.committed = True
+            buf = None
+        self.arena_end = max(self.arena_end, pool.base + pool.cursor)
+        if buf is None and not statement:
+            raise TilecError(f"{what}(...) is a statement, not a value", e.span)
+        return buf
+
+    # ---- expressions --------------------------------------------------
+
+    def exprs(self, *es) -> None:
+        """Check every name and call inside the expressions."""
+        for e in es:
+            if e is None:
+                continue
+            for node in visit.walk(e):
+                if isinstance(node, ir.Name):
+                    self.name_use(node)
+                elif isinstance(node, ir.Call):
+                    self.call(node, statement=False, recurse=False)
+                elif isinstance(node, ir.Method):
+                    if not isinstance(node.obj, ir.Name):
+                        raise TilecError("methods are called on buffer or pool names", node.span)
+                elif isinstance(node, ir.Attr):
+                    raise TilecError(f"unknown attribute '.{node.name}'", node.span)
+
+    def name_use(self, n: ir.Name) -> None:
+        if n.id in self.consts or n.id in PREDEFINED or n.id in self.syms.helpers:
+            return
+        if not self.visible(n.id):
+            if n.id in self.syms.symbols:
+                raise TilecError(f"'{n.id}' is used outside the block that defines it", n.span)
+            raise TilecError(f"'{n.id}' is not defined", n.span)
+
+    def call(self, e: ir.Call, statement: bool, recurse: bool = True) -> None:
+        f = e.func
+        if recurse:
+            for a in list(e.args) + [k.value for k in e.kwargs]:
+                self.exprs(a)
+        if f in self.syms.helpers:
+            return
+        if builtins.tile_primitive(f) is not None:
+            if not statement:
+                raise TilecError(f"{f}(...) is a statement, not a value", e.span)
+            return
+        if intrinsics.is_intrinsic_name(f):
+            row = intrinsics.lookup(f, e.span)
+            bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+            if row.check is not None:
+                row.check(row.signature.literals(f, bound, e.span), e.span)
+            return
+        row = BUILTINS.get(f)
+        if row is None:
+            raise TilecError(f"unknown function '{f}'", e.span)
+        bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+        if row.category in ("launch", "memory"):
+            raise TilecError(f"{f}(...) must be assigned to a name", e.span)
+        if statement and f != "copy_vec":
+            raise TilecError(f"{f}(...) is a value, not a statement", e.span)
+        if f == "copy_vec":
+            if not statement:
+                raise TilecError("copy_vec(...) is a statement, not a value", e.span)
+            for side in ("dst", "src"):
+                arg = bound[side]
+                if not isinstance(arg, ir.Index):
+                    raise TilecError(f"copy_vec: '{side}' must be a buffer element", arg.span or e.span)
+                check_element(self.syms.buffer_of(arg), arg)
+            row.signature.literals(f, bound, e.span)
+
+    # ---- launch -------------------------------------------------------
+
+    def launch_config(self, k: ir.Kernel) -> Launch:
+        ids = tuple(self.launch_ids)
+        grid, cluster = [1, 1, 1], [1, 1, 1]
+        for i in ids:
+            if i.level == "cta":
+                grid[i.dim] = i.extent
+            elif i.level == "cluster":
+                cluster[i.dim] = i.extent
+        for d in range(3):
+            if grid[d] % cluster[d]:
+                raise TilecError(
+                    f"the grid {tuple(grid)} is not a whole number of clusters {tuple(cluster)}", k.span
+                )
+        threads = [i for i in ids if LAUNCH_AXES[i.builtin].stride is not None]
+        block = 1
+        for i in threads:
+            block = max(block, LAUNCH_AXES[i.builtin].stride * i.extent)
+        for i in threads:
+            stride = LAUNCH_AXES[i.builtin].stride
+            covered = stride * i.extent
+            outer = [LAUNCH_AXES[j.builtin].stride for j in threads if LAUNCH_AXES[j.builtin].stride > stride]
+            if outer and covered != min(outer) and covered < block:
+                raise TilecError(
+                    f"{i.builtin}([{i.extent}]) covers {covered} threads but the next declared level "
+                    f"starts every {min(outer)}: the thread ids would not tile the block",
+                    i.span,
+                )
+        if cluster != [1, 1, 1] and not self.syms.target.at_least("sm_90a"):
+            raise TilecError(f"clusters need sm_90a or newer (target is {self.syms.target})", k.span)
+        return Launch(tuple(grid), (block, 1, 1), tuple(cluster), ids)
+
+
+def _align_up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+def _numel(shape) -> int:
+    n = 1
+    for e in shape:
+        n *= e
+    return n
+
+
+def _offset_align(align: int, offset: int) -> int:
+    """The alignment guaranteed at `offset` bytes into storage aligned to `align`."""
+    while align > 1 and offset % align:
+        align //= 2
+    return align

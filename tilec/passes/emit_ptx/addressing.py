@@ -1,0 +1,394 @@
+"""Buffer elements: addresses from layouts, register arrays, vector moves.
+
+An element `b[i, j]` is located by the buffer's layout (row-major when none
+is given): the layout is grouped by the buffer's shape
+(`layout_shape.group`), each index is cut into the digits of its dim's
+iterators, and digit * stride is summed per axis -- `m` for memory, `TLane`
+and `TCol` for tensor memory.  A swizzle XORs the `m` offset last, on
+element offsets (its bits are chosen so that this is the byte-address XOR
+the hardware applies).  Arithmetic on constant indices folds, so a constant
+element costs nothing.
+
+Local buffers are register arrays: a thread holds the `m` part of its
+elements (thread axes dropped, `layout.storage`), one virtual register each.
+When any access to a local buffer (or a view of it) uses a run-time index,
+its storage moves to `.local` memory instead, since registers cannot be
+indexed.
+"""
+from __future__ import annotations
+
+from math import gcd
+from typing import Dict, List, Optional, Sequence
+
+import attrs
+
+from tilec.compiler import ir, layout_shape
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.layout import TileLayout, fuse_contiguous, row_major, storage_size
+from tilec.compiler.layout_axes import LayoutError, is_thread
+from tilec.compiler.layout_ir import to_layout
+from tilec.compiler.symbols import Buffer, check_element, value_type_of_dtype
+from tilec.passes.emit_ptx.registers import Operand
+
+_SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
+
+
+def mem_type(dtype: str) -> str:
+    """The ld/st type of one element (16-bit floats move as raw bits)."""
+    d = DTYPES[dtype]
+    if d.name in ("f16", "bf16"):
+        return "b16"
+    return d.ptx
+
+
+@attrs.frozen
+class Ref:
+    """Where one element lives: a register, or an address in a state space."""
+
+    reg: Optional[Operand] = None
+    space: Optional[str] = None
+    addr: Optional[Operand] = None
+
+
+def known_divisor(e: ir.Expr, name_divisor=lambda name: 1) -> int:
+    """A number that provably divides the value of `e` (1 when nothing is
+    known; 0 for the literal 0, which every number divides).  `name_divisor`
+    answers for names (what is known of a bound value or loop variable)."""
+    if isinstance(e, ir.Int):
+        return abs(e.value)
+    if isinstance(e, ir.Name):
+        return name_divisor(e.id)
+    if isinstance(e, ir.Binary):
+        a, b = known_divisor(e.lhs, name_divisor), known_divisor(e.rhs, name_divisor)
+        if e.op == "*":
+            return a * b
+        if e.op in ("+", "-"):
+            return gcd(a, b)
+        if e.op == "<<" and isinstance(e.rhs, ir.Int):
+            return a << e.rhs.value
+        if e.op == "%" and isinstance(e.rhs, ir.Int):
+            return gcd(a, b)
+    return 1
+
+
+class Addressing:
+    """Mixed into `KernelEmitter`; uses `value`, `arith`, `convert`, `line`,
+    `regs`, `syms`, and the tables `bases` (buffer name -> base address
+    operand) and `reg_arrays` (storage root -> list of registers)."""
+
+    # ---- layouts --------------------------------------------------------
+
+    def layout_of(self, buf: Buffer) -> TileLayout:
+        cached = self.layouts.get(buf.name)
+        if cached is not None:
+            return cached
+        if buf.layout is None:
+            layout = row_major(buf.shape)
+        elif isinstance(buf.layout, ir.LayoutLit):
+            layout = to_layout(buf.layout, buf.shape)
+        else:
+            raise TilecError(
+                f"the layout of '{buf.name}' must be a layout literal by now (constructors are folded)",
+                buf.layout.span or buf.span,
+            )
+        self.layouts[buf.name] = layout
+        return layout
+
+    def dim_iters(self, buf: Buffer):
+        """Per dim, the layout's iterators outermost first (contiguous runs fused)."""
+        try:
+            g = layout_shape.group(self.layout_of(buf), buf.shape)
+        except LayoutError as err:
+            raise err.with_span(buf.span)
+        return g, [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
+
+    def axis_offsets(self, buf: Buffer, indices: Sequence[ir.Expr], keep, t: str) -> Dict[str, Operand]:
+        """Per axis in `keep` (a predicate on axis names), the offset of element
+        `indices` before the swizzle; other axes' digits are not computed."""
+        g, dims = self.dim_iters(buf)
+        sums: Dict[str, Operand] = {}
+        for idx_expr, iters in zip(indices, dims):
+            idx = self.value(idx_expr, t)
+            inner = 1
+            for j in range(len(iters) - 1, -1, -1):
+                it = iters[j]
+                if it.extent > 1 and keep(it.axis):
+                    digit = self.arith("//", idx, self.imm(inner, t), t)
+                    if j > 0:  # the outermost digit of an in-bounds index needs no wrap
+                        digit = self.arith("%", digit, self.imm(it.extent, t), t)
+                    term = self.arith("*", digit, self.imm(it.stride, t), t)
+                    sums[it.axis] = self.arith("+", sums[it.axis], term, t) if it.axis in sums else term
+                inner *= it.extent
+        for name, value in g.layout.offset:
+            if keep(name):
+                base = sums.get(name, self.imm(0, t))
+                sums[name] = self.arith("+", base, self.imm(value, t), t)
+        return sums
+
+    def swizzled(self, m: Operand, layout: TileLayout, t: str) -> Operand:
+        sw = layout.swizzle
+        if sw is None or sw.swizzle_bits == 0:
+            return m
+        p, b, a = sw.per_element, sw.swizzle_bits, sw.atom_bits
+        src = self.arith(">>", m, self.imm(p + a, "u32"), t)
+        bits = self.arith("&", src, self.imm((1 << b) - 1, t), t)
+        return self.arith("^", m, self.arith("<<", bits, self.imm(p, "u32"), t), t)
+
+    def offset_type(self, buf: Buffer, indices: Sequence[ir.Expr]) -> str:
+        wide = any(self.syms.type_of(i) in ("i64", "u64") for i in indices)
+        return "i64" if wide or buf.nbytes >= 2**31 else "i32"
+
+    def memory_offset(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
+        """The swizzled `m` offset (in elements) of a memory buffer's element."""
+        t = self.offset_type(buf, indices)
+
+        def keep(axis):
+            if axis == "m":
+                return True
+            raise TilecError(
+                f"the layout of {buf.scope} buffer '{buf.name}' places elements on axis '{axis}'; "
+                "only register arrays are spread over threads",
+                span,
+            )
+
+        offs = self.axis_offsets(buf, indices, keep, t)
+        return self.swizzled(offs.get("m", self.imm(0, t)), self.layout_of(buf), t)
+
+    # ---- addresses ------------------------------------------------------
+
+    def element_address(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
+        """The address of one element: a global_ptr, a shared_ptr, a local
+        u32, or for tensor memory the u32 `base + (lane << 16) + column`."""
+        if buf.scope == "tmem":
+            return self.tmem_address(buf, indices, span)
+        base = self.bases[buf.name]
+        m = self.memory_offset(buf, indices, span)
+        return self.offset_address(base, m, buf.elem_bytes)
+
+    def offset_address(self, base: Operand, m: Operand, elem_bytes: int) -> Operand:
+        """`base + m * elem_bytes` in the base's address type."""
+        t = base.type
+        if t == "global_ptr" and m.is_reg and m.type == "i32":
+            d = self.regs.temp(t)
+            self.line(f"mad.wide.s32 {d}, {m}, {elem_bytes}, {base};")
+            return d
+        byte = self.arith("*", m, self.imm(elem_bytes, m.type), m.type)
+        return self.arith("+", base, self.convert(byte, t), t)
+
+    def tmem_address(self, buf: Buffer, indices, span) -> Operand:
+        def keep(axis):
+            if axis in ("TLane", "TCol"):
+                return True
+            if axis == "m" or not is_thread(axis):
+                raise TilecError(
+                    f"tensor-memory buffer '{buf.name}' needs a layout on TLane and TCol (found axis '{axis}')", span
+                )
+            return False
+
+        offs = self.axis_offsets(buf, indices, keep, "u32")
+        lane = self.arith("<<", offs.get("TLane", self.imm(0, "u32")), self.imm(16, "u32"), "u32")
+        col = offs.get("TCol", self.imm(0, "u32"))
+        return self.arith("+", self.bases[buf.name], self.arith("+", lane, col, "u32"), "u32")
+
+    def address_of_expr(self, x: ir.Expr, span) -> Operand:
+        """`address_of(b)` (the first element), `address_of(b[i, j])`, or
+        `address_of(tmap)` (the tensor map parameter's generic address)."""
+        if isinstance(x, ir.Name) and self.syms.lookup(x.id, x.span).kind == "tensormap":
+            return self.binding(x)
+        buf = self.syms.buffer_of(x)
+        if isinstance(x, ir.Index):
+            check_element(buf, x)
+            return self.element_address(buf, x.indices, span)
+        return self.element_address(buf, [ir.Int(0)] * len(buf.shape), span)
+
+    def ptr_to(self, e: ir.Method) -> Operand:
+        buf = self.syms.buffer_of(e.obj)
+        index = e.args[0] if e.args else e.kwargs[0].value
+        return self.element_address(buf, index.items, e.span)
+
+    # ---- register arrays ------------------------------------------------
+
+    def storage_slots(self, root: Buffer) -> int:
+        try:
+            return storage_size(self.layout_of(root))
+        except LayoutError as err:
+            raise err.with_span(root.span)
+
+    def local_slot(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
+        """The storage index of a local element (thread axes dropped)."""
+        offs = self.axis_offsets(buf, indices, lambda axis: axis == "m", "i32")
+        return self.swizzled(offs.get("m", self.imm(0, "i32")), self.layout_of(buf), "i32")
+
+    def element_ref(self, e: ir.Index) -> Ref:
+        buf = self.syms.buffer_of(e)
+        check_element(buf, e)
+        if buf.scope == "local":
+            slot = self.local_slot(buf, e.indices, e.span)
+            regs = self.reg_arrays.get(buf.storage)
+            if regs is not None:
+                if slot.is_reg:
+                    raise AssertionError("run-time index into a register array")
+                return Ref(reg=self._slot_reg(regs, int(slot.text), buf, e.span))
+            return Ref(space="local", addr=self.offset_address(self.bases[buf.name], slot, buf.elem_bytes))
+        if buf.scope == "tmem":
+            raise TilecError(f"tensor-memory buffer '{buf.name}' has no element loads or stores", e.span)
+        return Ref(space=_SPACE[buf.scope], addr=self.element_address(buf, e.indices, e.span))
+
+    def _slot_reg(self, regs: List[Operand], slot: int, buf: Buffer, span) -> Operand:
+        if not 0 <= slot < len(regs):
+            raise TilecError(f"element of '{buf.name}' is outside the thread's {len(regs)} registers", span)
+        return regs[slot]
+
+    def load(self, e: ir.Index) -> Operand:
+        self.syms.type_of(e)
+        ref = self.element_ref(e)
+        if ref.reg is not None:
+            return ref.reg
+        buf = self.syms.buffer_of(e)
+        d = self.regs.temp(value_type_of_dtype(buf.dtype))
+        self.line(f"ld.{ref.space}.{mem_type(buf.dtype)} {d}, [{ref.addr}];")
+        return d
+
+    def store(self, target: ir.Index, value: Operand) -> None:
+        """`target = value`, `value` already of the element's value type."""
+        buf = self.syms.buffer_of(target)
+        ref = self.element_ref(target)
+        if ref.reg is not None:
+            self.assign_reg(ref.reg, value)
+            return
+        self.line(f"st.{ref.space}.{mem_type(buf.dtype)} [{ref.addr}], {value};")
+
+    # ---- vector moves ---------------------------------------------------
+
+    def vector_copy(self, dst: ir.Index, src: ir.Index, n: int, span) -> None:
+        """`copy_vec(dst, src, n)`: n storage-consecutive elements in one
+        access per memory side (see builtins)."""
+        dbuf, sbuf = self.syms.buffer_of(dst), self.syms.buffer_of(src)
+        if dbuf.dtype != sbuf.dtype:
+            raise TilecError(f"copy_vec: '{dbuf.name}' is {dbuf.dtype} but '{sbuf.name}' is {sbuf.dtype}", span)
+        if n < 1:
+            raise TilecError(f"copy_vec: n must be positive, got {n}", span)
+        eb = dbuf.elem_bytes
+        regs_src = self._vector_regs(src, sbuf, n, span)
+        regs_dst = self._vector_regs(dst, dbuf, n, span)
+        if regs_src is not None and regs_dst is not None:
+            for d, s in zip(regs_dst, regs_src):
+                self.assign_reg(d, s)
+            return
+        nbytes = n * eb
+        if nbytes not in (1, 2, 4, 8, 16):
+            raise TilecError(f"copy_vec: {n} x {dbuf.dtype} is {nbytes} bytes; a vector access is 1-16 bytes, a power of two", span)
+        if DTYPES[dbuf.dtype].bits < 8:
+            raise TilecError(f"copy_vec: {dbuf.dtype} elements are packed; copy them as bytes", span)
+        if eb == 1 and (regs_src is not None or regs_dst is not None):
+            raise TilecError("copy_vec: 8-bit elements move between memories only (not to or from registers)", span)
+        src_addr = None if regs_src is not None else self._vector_address(src, sbuf, n, span)
+        dst_addr = None if regs_dst is not None else self._vector_address(dst, dbuf, n, span)
+        # the chunks one access moves: b32 words where possible, else the whole run
+        if nbytes >= 4 and eb <= 4:
+            chunk_t, count = "u32", nbytes // 4
+        elif eb == 8:
+            chunk_t, count = "u64", n
+        else:
+            chunk_t, count = ("u32" if nbytes == 4 else None), 1
+        if regs_src is not None:
+            chunks = self._pack(regs_src, eb, chunk_t)
+        else:
+            chunks = self._vector_load(src_addr, nbytes, chunk_t, count)
+        if regs_dst is not None:
+            self._unpack(chunks, regs_dst, eb, chunk_t)
+        else:
+            self._vector_store(dst_addr, chunks, nbytes, chunk_t, count)
+
+    def _vector_regs(self, e: ir.Index, buf: Buffer, n: int, span) -> Optional[List[Operand]]:
+        if buf.scope != "local" or buf.storage not in self.reg_arrays:
+            return None
+        ref = self.element_ref(e)
+        regs = self.reg_arrays[buf.storage]
+        first = regs.index(ref.reg)
+        if first + n > len(regs):
+            raise TilecError(f"copy_vec: {n} registers from slot {first} overrun '{buf.name}' ({len(regs)})", span)
+        return regs[first:first + n]
+
+    def _vector_address(self, e: ir.Index, buf: Buffer, n: int, span) -> (str, Operand):
+        """The address of the first element, after proving that the n
+        elements from it along the last dim are consecutive in storage and
+        that the access is aligned to its size."""
+        if buf.scope == "tmem":
+            raise TilecError("copy_vec: tensor memory is read with tcgen05.ld", span)
+        layout = self.layout_of(buf)
+        _, dims = self.dim_iters(buf)
+        why = None
+        inner = dims[-1][-1] if dims[-1] else None
+        if inner is None or inner.axis != "m" or inner.stride != 1 or inner.extent % n:
+            why = "the last dim's innermost iterator is not a contiguous run of a multiple of n elements"
+        elif any(it.axis == "m" and it.stride % n for iters in dims for it in iters if it is not inner):
+            why = "some stride is not a multiple of n"
+        elif dict(layout.offset).get("m", 0) % n:
+            why = "the layout's offset is not a multiple of n"
+        elif self.known_divisor(e.indices[-1]) % n:
+            why = f"the last index is not provably a multiple of {n}"
+        elif layout.swizzle is not None and n > 1 << layout.swizzle.per_element:
+            why = f"the swizzle permutes {1 << layout.swizzle.per_element}-element chunks"
+        elif buf.align % (n * buf.elem_bytes) and buf.scope != "local":
+            why = f"'{buf.name}' is only {buf.align}-byte aligned"
+        if why is not None:
+            raise TilecError(f"copy_vec: cannot move {n} elements of '{buf.name}' in one access: {why}", span)
+        ref = self.element_ref(e)
+        return ref.space, ref.addr
+
+    def known_divisor(self, e: ir.Expr) -> int:
+        def of_name(name):
+            op = self._visible(name)
+            return 1 if op is None else op.divisor
+
+        return known_divisor(e, of_name)
+
+    def _vec(self, count: int) -> str:
+        return "" if count == 1 else f".v{count}"
+
+    def _vector_load(self, where, nbytes, chunk_t, count) -> List[Operand]:
+        space, addr = where
+        if chunk_t is None:  # one 1- or 2-byte access
+            d = self.regs.temp("u32")
+            self.line(f"ld.{space}.u{nbytes * 8} {d}, [{addr}];")
+            return [d]
+        ds = [self.regs.temp(chunk_t) for _ in range(count)]
+        regs = ds[0].text if count == 1 else "{" + ", ".join(d.text for d in ds) + "}"
+        self.line(f"ld.{space}{self._vec(count)}.b{32 if chunk_t == 'u32' else 64} {regs}, [{addr}];")
+        return ds
+
+    def _vector_store(self, where, chunks, nbytes, chunk_t, count) -> None:
+        space, addr = where
+        if chunk_t is None:
+            self.line(f"st.{space}.u{nbytes * 8} [{addr}], {chunks[0]};")
+            return
+        regs = chunks[0].text if count == 1 else "{" + ", ".join(c.text for c in chunks) + "}"
+        self.line(f"st.{space}{self._vec(count)}.b{32 if chunk_t == 'u32' else 64} [{addr}], {regs};")
+
+    def _pack(self, regs: List[Operand], eb: int, chunk_t) -> List[Operand]:
+        """Element registers as access chunks (two 16-bit elements per b32)."""
+        if eb == 2 and chunk_t == "u32":
+            out = []
+            for lo, hi in zip(regs[0::2], regs[1::2]):
+                d = self.regs.temp("u32")
+                self.line(f"mov.b32 {d}, {{{lo}, {hi}}};")
+                out.append(d)
+            return out
+        if eb == 2:  # a single 16-bit element
+            d = self.regs.temp("u32")
+            self.line(f"cvt.u32.u16 {d}, {regs[0]};")
+            return [d]
+        return list(regs)
+
+    def _unpack(self, chunks: List[Operand], regs: List[Operand], eb: int, chunk_t) -> None:
+        if eb == 2 and chunk_t == "u32":
+            for c, lo, hi in zip(chunks, regs[0::2], regs[1::2]):
+                self.line(f"mov.b32 {{{lo}, {hi}}}, {c};")
+            return
+        if eb == 2:
+            self.line(f"cvt.u16.u32 {regs[0]}, {chunks[0]};")
+            return
+        for c, r in zip(chunks, regs):
+            self.line(f"mov.b{8 * eb} {r}, {c};")

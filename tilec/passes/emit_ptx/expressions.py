@@ -1,0 +1,454 @@
+"""Expressions to PTX: values in typed virtual registers.
+
+Types come from `KernelSymbols.type_of`, so the emitter and the verifier
+agree on what `a + 1` is.  Arithmetic folds when both operands are
+immediates, which is what keeps address arithmetic on constant indices free.
+Integer `//` and `%` have Python's floor semantics (shifts and masks for
+powers of two, a corrected div/rem otherwise).  f16/bf16 arithmetic is done
+in f32 and rounded back once, which gives the correctly rounded result for
++ - * / and needs no sm_90-only bf16 instructions.  Float + - * use `.rn`
+so ptxas cannot contract them into an fma and change results.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Optional
+
+from tilec.compiler import intrinsics, ir, visit
+from tilec.compiler.builtins import BUILTINS
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.symbols import POINTER_TYPES, is_float, is_int, is_signed
+from tilec.passes.emit_ptx.registers import Operand, bit_type, immediate, ptx_type, width
+
+_SETP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+_INT_OPS = {"+": "add", "-": "sub", "*": "mul.lo", "&": "and", "|": "or", "^": "xor"}
+_FLOAT_OPS = {"+": "add.rn", "-": "sub.rn", "*": "mul.rn", "/": "div.rn"}
+_ROUND_INT = {"rn": "rni", "rz": "rzi", "rm": "rmi", "rp": "rpi"}
+_HALF = ("f16", "bf16")
+
+
+def _is_int_like(t: str) -> bool:
+    return is_int(t) or t in POINTER_TYPES
+
+
+def _wrap(v: int, t: str) -> int:
+    bits = width(t)
+    v &= (1 << bits) - 1
+    if is_signed(t) and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def _imm_value(op: Operand):
+    """The Python value of an immediate operand."""
+    t = op.type
+    if t == "f32":
+        return struct.unpack("<f", struct.pack("<I", int(op.text[2:], 16)))[0]
+    if t == "f64":
+        return struct.unpack("<d", struct.pack("<Q", int(op.text[2:], 16)))[0]
+    if t in _HALF:
+        bits = int(op.text, 16)
+        if t == "f16":
+            return struct.unpack("<e", struct.pack("<H", bits))[0]
+        return struct.unpack("<f", struct.pack("<I", bits << 16))[0]
+    if t == "bool":
+        return op.text == "1"
+    return int(op.text)
+
+
+def _pow2(v) -> Optional[int]:
+    if isinstance(v, int) and v > 0 and v & (v - 1) == 0:
+        return v.bit_length() - 1
+    return None
+
+
+def _fold(op: str, a, b, t: str):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "//":
+        return a // b
+    if op == "%":
+        return a % b
+    if op == "&":
+        return a & b
+    if op == "|":
+        return a | b
+    if op == "^":
+        return a ^ b
+    if op == "<<":
+        return a << b
+    if op == ">>":
+        return a >> b
+    raise AssertionError(op)
+
+
+class Expressions:
+    """Mixed into `KernelEmitter`; uses its `line`, `regs`, `syms`,
+    `binding`, `load`, `address_of_expr`, `ptr_to` and `call_intrinsic`."""
+
+    # ---- operands -------------------------------------------------------
+
+    def imm(self, value, t: str, span=None) -> Operand:
+        try:
+            return immediate(value, t)
+        except (OverflowError, ValueError):
+            raise TilecError(f"{value!r} does not fit in {t}", span) from None
+
+    def reg(self, op: Operand) -> Operand:
+        """`op` in a register (immediates are moved into a fresh one)."""
+        if op.is_reg:
+            return op
+        d = self.regs.temp(op.type)
+        if op.type == "bool":
+            self.line(f"setp.ne.u32 {d}, {op.text}, 0;")
+        else:
+            self.line(f"mov.{bit_type(op.type)} {d}, {op.text};")
+        return d
+
+    # ---- expressions ----------------------------------------------------
+
+    def value(self, e: ir.Expr, want: Optional[str] = None) -> Operand:
+        """Evaluate `e`; with `want`, implicitly converted to that type (the
+        conversion is one `symbols.assignable` allows, checked by callers)."""
+        if isinstance(e, (ir.Int, ir.Float, ir.Bool)):
+            t = want or self.syms.type_of(e)
+            if isinstance(e, ir.Bool) and t != "bool":
+                raise TilecError(f"expected a {t}, found a bool", e.span)
+            if not isinstance(e, ir.Bool) and t == "bool":
+                raise TilecError("expected a bool", e.span)
+            if isinstance(e, ir.Float) and _is_int_like(t):
+                raise TilecError(f"a float literal is not a {t}", e.span)
+            return self.imm(e.value, t, e.span)
+        op = self._value(e)
+        if want is not None and op.type != want:
+            op = self.convert(op, want, None, e.span)
+        return op
+
+    def _value(self, e: ir.Expr) -> Operand:
+        if isinstance(e, ir.Name):
+            return self.binding(e)
+        if isinstance(e, ir.Binary):
+            return self.binary(e)
+        if isinstance(e, ir.Unary):
+            return self.unary(e)
+        if isinstance(e, ir.Select):
+            return self.select(e)
+        if isinstance(e, ir.Index):
+            return self.load(e)
+        if isinstance(e, ir.Method):
+            self.syms.type_of(e)
+            return self.ptr_to(e)
+        if isinstance(e, ir.Call):
+            return self.call_value(e)
+        self.syms.type_of(e)  # raises the located error for non-values
+        raise TilecError(f"cannot emit {type(e).__name__}", e.span)
+
+    def binary(self, e: ir.Binary) -> Operand:
+        op = e.op
+        if op in ("and", "or"):
+            return self.logic(e)
+        if op in ("<<", ">>"):
+            t = self.syms.type_of(e)
+            return self.arith(op, self.value(e.lhs, t), self.value(e.rhs, "u32"), t)
+        t = self.syms.operand_type(e)
+        a, b = self.value(e.lhs, t), self.value(e.rhs, t)
+        if op in _SETP:
+            return self.compare(op, a, b)
+        r = self.arith(op, a, b, t)
+        result = self.syms.type_of(e)
+        return r if r.type == result else self.reinterpret(r, result)  # address - address
+
+    def logic(self, e: ir.Binary) -> Operand:
+        """`and`/`or` on predicates.  Short-circuits (with a branch) when the
+        right side reads memory or calls something, so `i < n and A[i] > 0`
+        never loads out of bounds."""
+        self.syms.type_of(e)
+        a = self.value(e.lhs, "bool")
+        if not _has_effects(e.rhs):
+            b = self.value(e.rhs, "bool")
+            return self.arith("&" if e.op == "and" else "|", a, b, "bool")
+        d = self.regs.temp("bool")
+        self.line(f"mov.pred {d}, {self.reg(a)};")
+        skip = self.regs.label("sc")
+        self.line(f"@{'!' if e.op == 'and' else ''}{d} bra {skip};")
+        b = self.reg(self.value(e.rhs, "bool"))
+        self.line(f"mov.pred {d}, {b};")
+        self.line(f"{skip}:")
+        return d
+
+    def arith(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
+        """`a op b` on operands already of type `t` (the shift amount `b` is u32)."""
+        if not a.is_reg and not b.is_reg and t != "bool" and not is_float(t):
+            x, y = _imm_value(a), _imm_value(b)
+            if not (op in ("//", "%") and y == 0):
+                return self.imm(_wrap(_fold(op, x, y, t), t), t)
+        if t == "bool":
+            return self._binop(f"{ {'&': 'and', '|': 'or', '^': 'xor'}[op]}.pred", a, b, t)
+        if t in _HALF:
+            r = self.arith(op, self.convert(a, "f32"), self.convert(b, "f32"), "f32")
+            return self.convert(r, t, "rn")
+        if is_float(t):
+            if op == "//":
+                q = self._binop(f"div.rn.{t}", a, b, t)
+                return self._unop(f"cvt.rmi.{t}.{t}", q, t)
+            return self._binop(f"{_FLOAT_OPS[op]}.{t}", a, b, t)
+        return self.int_arith(op, a, b, t)
+
+    def int_arith(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
+        pt, bt = ptx_type(t), bit_type(t)
+        bv = None if b.is_reg else _imm_value(b)
+        av = None if a.is_reg else _imm_value(a)
+        # identities that keep index arithmetic short
+        if op in ("+", "-", "|", "^", "<<", ">>") and bv == 0:
+            return a
+        if op == "+" and av == 0:
+            return b
+        if op == "*" and (bv == 0 or av == 0):
+            return self.imm(0, t)
+        if op in ("*", "//") and bv == 1:
+            return a
+        if op == "*" and av == 1:
+            return b
+        if op == "%" and bv == 1:
+            return self.imm(0, t)
+        if op == "*" and _pow2(bv) is not None:
+            return self._binop(f"shl.{bt}", a, self.imm(_pow2(bv), "u32"), t)
+        if op == "*" and _pow2(av) is not None:
+            return self._binop(f"shl.{bt}", b, self.imm(_pow2(av), "u32"), t)
+        if op == "//" and _pow2(bv) is not None:
+            return self._binop(f"shr.{pt}", a, self.imm(_pow2(bv), "u32"), t)
+        if op == "%" and _pow2(bv) is not None:
+            return self._binop(f"and.{bt}", a, self.imm(bv - 1, t), t)
+        if op in _INT_OPS:
+            name = _INT_OPS[op]
+            suffix = bt if name in ("and", "or", "xor") else pt
+            return self._binop(f"{name}.{suffix}", a, b, t)
+        if op == "<<":
+            return self._binop(f"shl.{bt}", a, b, t)
+        if op == ">>":
+            return self._binop(f"shr.{pt}", a, b, t)
+        if op in ("//", "%"):
+            return self.floor_divmod(op, a, b, t)
+        raise AssertionError(op)
+
+    def floor_divmod(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
+        """Python's `//` or `%`: PTX div/rem truncate, so a signed result is
+        corrected when the remainder is non-zero and its sign differs from
+        the divisor's."""
+        pt = ptx_type(t)
+        q = self._binop(f"div.{pt}", a, b, t) if op == "//" else None
+        r = self._binop(f"rem.{pt}", a, b, t)
+        if not is_signed(t):
+            return q if op == "//" else r
+        fix = self.compare("!=", r, self.imm(0, t))
+        x = self._binop(f"xor.{bit_type(t)}", r, b, t)
+        neg = self.compare("<", x, self.imm(0, t))
+        self.line(f"and.pred {fix}, {fix}, {neg};")
+        if op == "//":
+            self.line(f"@{fix} sub.{pt} {q}, {q}, 1;")
+            return q
+        self.line(f"@{fix} add.{pt} {r}, {r}, {b};")
+        return r
+
+    def compare(self, op: str, a: Operand, b: Operand) -> Operand:
+        t = a.type
+        if not a.is_reg and not b.is_reg and not is_float(t):
+            x, y = _imm_value(a), _imm_value(b)
+            result = {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+            return immediate(result, "bool")
+        if t == "bool":
+            d = self._binop("xor.pred", a, b, t)
+            if op == "==":
+                self.line(f"not.pred {d}, {d};")
+            return d
+        if t in _HALF:
+            return self.compare(op, self.convert(a, "f32"), self.convert(b, "f32"))
+        cmp = _SETP[op]
+        if is_float(t) and op == "!=":
+            cmp = "neu"  # true for NaN, like Python
+        d = self.regs.temp("bool")
+        self.line(f"setp.{cmp}.{ptx_type(t)} {d}, {a}, {b};")
+        return d
+
+    def unary(self, e: ir.Unary) -> Operand:
+        t = self.syms.type_of(e)
+        a = self.value(e.operand, t)
+        if not a.is_reg and t not in _HALF:
+            v = _imm_value(a)
+            if e.op == "not":
+                return immediate(not v, "bool")
+            if e.op == "-" and is_float(t):
+                return self.imm(-v, t)
+            return self.imm(_wrap(-v if e.op == "-" else ~v, t), t)
+        if e.op == "not":
+            return self._unop("not.pred", a, t)
+        if e.op == "~":
+            return self._unop(f"not.{bit_type(t)}", a, t)
+        if t in _HALF:
+            return self._binop("xor.b16", a, self.imm(0x8000, "u32"), t)
+        return self._unop(f"neg.{ptx_type(t) if is_float(t) else 's' + str(width(t))}", a, t)
+
+    def select(self, e: ir.Select) -> Operand:
+        t = self.syms.type_of(e)
+        c = self.value(e.cond, "bool")
+        if _has_effects(e.then) or _has_effects(e.orelse):
+            d = self.regs.temp(t)
+            other, done = self.regs.label("else"), self.regs.label("endsel")
+            self.line(f"@!{self.reg(c)} bra {other};")
+            self.assign_reg(d, self.value(e.then, t))
+            self.line(f"bra.uni {done};")
+            self.line(f"{other}:")
+            self.assign_reg(d, self.value(e.orelse, t))
+            self.line(f"{done}:")
+            return d
+        a, b = self.value(e.then, t), self.value(e.orelse, t)
+        if not c.is_reg:
+            return a if _imm_value(c) else b
+        d = self.regs.temp(t)
+        if t == "bool":
+            self.line(f"@{c} mov.pred {d}, {self.reg(a)};")
+            self.line(f"@!{c} mov.pred {d}, {self.reg(b)};")
+        else:
+            kind = bit_type(t) if t in _HALF else ptx_type(t)
+            self.line(f"selp.{kind} {d}, {a}, {b}, {c};")
+        return d
+
+    def assign_reg(self, dst: Operand, src: Operand) -> None:
+        """`dst = src` for a register `dst` of the same type."""
+        if dst.type == "bool":
+            if src.is_reg:
+                self.line(f"mov.pred {dst}, {src};")
+            else:
+                self.line(f"setp.ne.u32 {dst}, {src.text}, 0;")
+        else:
+            self.line(f"mov.{bit_type(dst.type)} {dst}, {src};")
+
+    # ---- calls ----------------------------------------------------------
+
+    def call_value(self, e: ir.Call) -> Operand:
+        f = e.func
+        t = self.syms.type_of(e)  # validates the call as a value
+        if intrinsics.is_intrinsic_name(f):
+            return self.call_intrinsic(e)
+        row = BUILTINS[f]
+        bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+        if f in ("min", "max"):
+            a, b = self.value(bound["a"], t), self.value(bound["b"], t)
+            if not a.is_reg and not b.is_reg and not is_float(t):
+                x, y = _imm_value(a), _imm_value(b)
+                return self.imm(min(x, y) if f == "min" else max(x, y), t)
+            if t in _HALF:
+                r = self._binop(f"{f}.f32", self.convert(a, "f32"), self.convert(b, "f32"), "f32")
+                return self.convert(r, t, "rn")
+            return self._binop(f"{f}.{ptx_type(t)}", a, b, t)
+        if f == "convert":
+            lits = row.signature.literals(f, bound, e.span)
+            return self.convert(self.value(bound["x"]), t, lits["rounding"], e.span, explicit=True)
+        if f == "reinterpret":
+            return self.reinterpret(self.value(bound["x"]), t)
+        if f in ("pack_f16x2", "pack_bf16x2"):
+            lits = row.signature.literals(f, bound, e.span)
+            lo, hi = self.value(bound["lo"], "f32"), self.value(bound["hi"], "f32")
+            d = self.regs.temp("u32")
+            kind = "f16x2" if f == "pack_f16x2" else "bf16x2"
+            self.line(f"cvt.{lits['rounding']}.{kind}.f32 {d}, {self.reg(hi)}, {self.reg(lo)};")
+            return d
+        if f == "address_of":
+            return self.address_of_expr(bound["x"], e.span)
+        raise AssertionError(f)
+
+    # ---- conversions ----------------------------------------------------
+
+    def reinterpret(self, a: Operand, t: str) -> Operand:
+        if _reg_class(a.type) == _reg_class(t):
+            return Operand(a.text, t, a.is_reg, a.temp)
+        d = self.regs.temp(t)
+        self.line(f"mov.{bit_type(t)} {d}, {a};")
+        return d
+
+    def convert(self, a: Operand, t: str, rounding: Optional[str] = None, span=None,
+                explicit: bool = False) -> Operand:
+        """`a` as a `t`.  `rounding` (rn, rz, rm, rp) applies to conversions
+        that round; giving one to an exact conversion is an error."""
+        s = a.type
+        if s == t:
+            if rounding is not None and explicit:
+                raise TilecError(f"converting {s} to {t} is exact and takes no rounding", span)
+            return a
+        if s == "bool" or t == "bool":
+            raise TilecError(f"cannot convert {s} to {t}", span)
+        rounds = _rounds(s, t)
+        if rounding is not None and not rounds:
+            raise TilecError(f"converting {s} to {t} is exact and takes no rounding", span)
+        if not a.is_reg and not (is_float(s) and _is_int_like(t)) and not rounding:
+            v = _imm_value(a)
+            if _is_int_like(t):
+                return self.imm(_wrap(v, t), t, span)
+            if t in _HALF or (is_float(s) and width(t) < width(s)):
+                return self.convert(self.reg(a), t, rounding, span)
+            return self.imm(float(v), t, span)
+        a = self.reg(a)
+        if _is_int_like(s) and _is_int_like(t):
+            if width(s) == width(t):
+                return Operand(a.text, t, True, a.temp)
+            return self._unop(f"cvt.{_int_ptx(t)}.{_int_ptx(s)}", a, t)
+        if s == "bf16" and t != "f32" or t == "bf16" and s != "f32":
+            # bf16 converts directly only to and from f32 on every target
+            return self.convert(self.convert(a, "f32", rounding if t == "f32" else None, span), t,
+                                rounding if t == "bf16" else None, span)
+        if _is_int_like(s):  # int -> float
+            return self._unop(f"cvt.{rounding or 'rn'}.{ptx_type(t)}.{_int_ptx(s)}", a, t)
+        if _is_int_like(t):  # float -> int
+            return self._unop(f"cvt.{_ROUND_INT[rounding or 'rz']}.{_int_ptx(t)}.{ptx_type(s)}", a, t)
+        if width(t) > width(s):
+            return self._unop(f"cvt.{ptx_type(t)}.{ptx_type(s)}", a, t)
+        return self._unop(f"cvt.{rounding or 'rn'}.{ptx_type(t)}.{ptx_type(s)}", a, t)
+
+    # ---- instruction helpers ---------------------------------------------
+
+    def _binop(self, opcode: str, a: Operand, b: Operand, t: str) -> Operand:
+        d = self.regs.temp(t)
+        if not a.is_reg and not b.is_reg:
+            a = self.reg(a)
+        self.line(f"{opcode} {d}, {a}, {b};")
+        return d
+
+    def _unop(self, opcode: str, a: Operand, t: str) -> Operand:
+        d = self.regs.temp(t)
+        self.line(f"{opcode} {d}, {self.reg(a)};")
+        return d
+
+
+def _int_ptx(t: str) -> str:
+    if t in POINTER_TYPES:
+        return f"u{width(t)}"
+    return ptx_type(t)
+
+
+def _reg_class(t: str) -> str:
+    if is_float(t) and t not in _HALF:
+        return t
+    return bit_type(t)
+
+
+def _rounds(s: str, t: str) -> bool:
+    """Whether converting s to t can round (and so takes a rounding mode)."""
+    if _is_int_like(s) and _is_int_like(t):
+        return False
+    if _is_int_like(s) or _is_int_like(t):
+        return True
+    return width(t) < width(s) or {s, t} == {"f16", "bf16"}
+
+
+_PURE_CALLS = ("min", "max", "convert", "reinterpret", "pack_f16x2", "pack_bf16x2", "address_of")
+
+
+def _has_effects(e: ir.Expr) -> bool:
+    """Whether evaluating `e` may fault or act (a load, an intrinsic call)."""
+    return any(
+        isinstance(n, ir.Index) or (isinstance(n, ir.Call) and n.func not in _PURE_CALLS) for n in visit.walk(e)
+    )

@@ -1,0 +1,148 @@
+"""Intrinsic calls to PTX: arguments resolved by their signature kinds, then
+the row's template or function from `tilec.compiler.intrinsics` runs.
+
+This is the only place that knows how each parameter kind becomes PTX
+operand text, so a new row never deals with registers, immediates, address
+spaces or write-back itself."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import List, Optional
+
+from tilec.compiler import intrinsics, ir
+from tilec.compiler.builtins import ParamSpec
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.intrinsics import Operands
+from tilec.compiler.symbols import assignable
+from tilec.passes.emit_ptx.registers import Operand
+
+
+class EmitAPI:
+    """What a row's emit function sees as `e` (see `tilec.compiler.intrinsics`)."""
+
+    def __init__(self, k):
+        self._k = k
+        self.target = k.target
+
+    def line(self, text: str) -> None:
+        self._k.line(text)
+
+    def reg(self, dtype: str) -> str:
+        """A fresh register for a value type ("u32", "f32", "bool", "u64"...)."""
+        return self._k.regs.new(dtype)
+
+    def label(self, stem: str) -> str:
+        return self._k.regs.label(stem)
+
+    def pack_b32(self, lo, hi) -> str:
+        """Two 16-bit registers as one b32 register (lo in bits 0-15)."""
+        d = self._k.regs.new("u32")
+        self.line(f"mov.b32 {d}, {{{lo}, {hi}}};")
+        return d
+
+    def unpack_b32(self, src, lo, hi) -> None:
+        """The inverse of pack_b32: write the halves of `src` to `lo`, `hi`."""
+        self.line(f"mov.b32 {{{lo}, {hi}}}, {src};")
+
+
+class IntrinsicCalls:
+    """Mixed into `KernelEmitter`."""
+
+    def call_intrinsic(self, call: ir.Call) -> Optional[Operand]:
+        row = intrinsics.lookup(call.func, call.span)
+        row.check_target(self.target, call.span)
+        sig = row.signature
+        bound = sig.bind(call.func, call.args, call.kwargs, call.span)
+        fields = sig.literals(call.func, bound, call.span)
+        if row.check is not None:
+            row.check(fields, call.span)
+        writebacks: List = []
+        for p in sig.params:
+            if p.name not in fields:
+                fields[p.name] = self.intrinsic_arg(call, p, bound[p.name], writebacks)
+        result = None
+        if row.result is not None:
+            result = self.regs.temp(row.result)
+            fields["result"] = result
+        try:
+            if isinstance(row.emit, str):
+                self.line(row.emit.format(**fields))
+            else:
+                row.emit(EmitAPI(self), SimpleNamespace(**fields))
+        except TilecError as err:  # a row's own check, located at the call
+            raise err.with_span(call.span)
+        for target, reg in writebacks:
+            self.store(target, reg)
+        return result
+
+    def intrinsic_arg(self, call: ir.Call, p: ParamSpec, arg, writebacks):
+        if not isinstance(arg, ir.Expr):
+            return arg  # a default (None)
+        what = f"{call.func}: '{p.name}'"
+        kind = p.kind
+        if kind in ("value", "pred"):
+            want = "bool" if kind == "pred" else p.arg
+            return self.checked_value(arg, want, what)
+        if kind in ("values", "regs", "index"):
+            if not isinstance(arg, (ir.TupleExpr, ir.ListExpr)):
+                raise TilecError(f"{what} must be a tuple of {'registers' if kind == 'regs' else 'values'}", arg.span or call.span)
+            if kind == "regs":
+                return Operands(self.lvalue(a, p.arg, what, writebacks) for a in arg.items)
+            want = None if kind == "index" else p.arg
+            # PTX vector operands `{a, b}` take registers only
+            return Operands(self.reg(self.checked_value(a, want, what)) for a in arg.items)
+        if kind == "reg":
+            return self.lvalue(arg, p.arg, what, writebacks)
+        if kind == "shared_addr":
+            t = self.syms.type_of(arg)
+            if t not in ("shared_ptr", "u32"):
+                raise TilecError(f"{what} must be a shared-memory address (b.ptr_to([..]) or address_of), got {t}",
+                                 arg.span or call.span)
+            return self.value(arg)
+        if kind == "generic_addr":
+            t = self.syms.type_of(arg) if not self._is_tensormap(arg) else "generic_ptr"
+            if t not in ("generic_ptr", "u64"):
+                raise TilecError(f"{what} must be a generic address, got {t}", arg.span or call.span)
+            return self.address_of_expr(arg, arg.span) if self._is_tensormap(arg) else self.value(arg)
+        if kind == "buffer":
+            return self.syms.buffer_of(arg)
+        if kind == "element":
+            if not isinstance(arg, ir.Index):
+                raise TilecError(f"{what} must be a buffer element", arg.span or call.span)
+            return self.element_ref(arg)
+        return arg  # layout, expr: the row interprets the expression
+
+    def _is_tensormap(self, e: ir.Expr) -> bool:
+        return isinstance(e, ir.Name) and self.syms.lookup(e.id, e.span).kind == "tensormap"
+
+    def checked_value(self, arg: ir.Expr, want: Optional[str], what: str) -> Operand:
+        if want in (None, "any"):
+            return self.value(arg)
+        t = self.syms.type_of(arg)
+        if not assignable(t, want, arg):
+            raise TilecError(f"{what} must be a {want}, got a {t} (use convert)", arg.span)
+        return self.value(arg, want)
+
+    def lvalue(self, arg: ir.Expr, want: str, what: str, writebacks) -> Operand:
+        """The register an intrinsic writes for `arg`: a mutable scalar's or a
+        register-array element's own register, or a temporary stored back to
+        a memory element after the instruction."""
+        if isinstance(arg, ir.Name):
+            sym = self.syms.lookup(arg.id, arg.span)
+            if sym.kind != "scalar":
+                raise TilecError(f"{what}: '{arg.id}' is not a mutable scalar", arg.span)
+            reg = self.binding(arg)
+        elif isinstance(arg, ir.Index):
+            t = self.syms.type_of(arg)
+            ref = self.element_ref(arg)
+            if ref.reg is not None:
+                reg = ref.reg
+            else:
+                reg = self.regs.temp(t)
+                writebacks.append((arg, reg))
+        else:
+            raise TilecError(f"{what} must be a register-array element or a mutable scalar", arg.span)
+        if reg.type not in want.split("|") and not (want in ("u32", "i32") and reg.type in ("u32", "i32")) \
+                and not (want in ("u64", "i64") and reg.type in ("u64", "i64")):
+            raise TilecError(f"{what} must be a {want} register, got a {reg.type}", arg.span)
+        return reg

@@ -1,0 +1,66 @@
+"""The kernel.json dict (docs/internals.md): what the runtime needs to launch
+each kernel -- parameter order and kinds, grid/block/cluster, dynamic shared
+memory, and the tensor maps to encode on the host."""
+from __future__ import annotations
+
+from typing import List
+
+import tilec
+from tilec.compiler import ir
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.symbols import KernelSymbols
+from tilec.compiler.targets import Target
+
+
+def module_meta(target: Target, kernels: List[dict]) -> dict:
+    return {"tilec_version": tilec.__version__, "target": target.name, "kernels": kernels}
+
+
+def kernel_meta(syms: KernelSymbols) -> dict:
+    k = syms.kernel
+    params = []
+    for p in k.params:
+        if p.shape is None:
+            params.append({"name": p.name, "kind": "scalar", "dtype": p.dtype})
+        else:
+            shape = list(syms.buffer(p.name).shape)
+            params.append({"name": p.name, "kind": "buffer", "dtype": p.dtype, "shape": shape})
+    maps = []
+    for name, stmt in syms.tensormaps.items():
+        entry = tensormap_entry(stmt)
+        params.append({"name": name, "kind": "tensormap", "tensor": entry["tensor"]})
+        maps.append(entry)
+    launch = syms.launch
+    return {
+        "name": k.name,
+        "entry": k.name,
+        "params": params,
+        "grid": list(launch.grid),
+        "block": list(launch.block),
+        "cluster": list(launch.cluster),
+        "dynamic_smem": syms.dynamic_smem,
+        "tensormaps": maps,
+    }
+
+
+def tensormap_entry(stmt: ir.TensorMap) -> dict:
+    """`tensormap NAME = tensormap(A, f16, dims=..., ...)` as its kernel.json
+    entry: the tensor, the dtype, the rank, then every keyword as written."""
+    call = stmt.value
+    if len(call.args) != 2 or not isinstance(call.args[0], ir.Name) or not isinstance(call.args[1], ir.DTypeLit):
+        raise TilecError("tensormap(...) takes the tensor and its dtype, then keywords", call.span)
+    entry = {"name": stmt.name, "tensor": call.args[0].id, "dtype": call.args[1].name}
+    fields = {kw.name: _json(kw.value, kw.name) for kw in call.kwargs}
+    if "dims" not in fields:
+        raise TilecError("tensormap(...) needs dims=", call.span)
+    entry["rank"] = len(fields["dims"])
+    entry.update(fields)
+    return entry
+
+
+def _json(e: ir.Expr, what: str):
+    if isinstance(e, (ir.Int, ir.Str, ir.Bool)):
+        return e.value
+    if isinstance(e, (ir.TupleExpr, ir.ListExpr)):
+        return [_json(i, what) for i in e.items]
+    raise TilecError(f"tensormap '{what}' must be a literal", e.span)
