@@ -1,0 +1,65 @@
+"""`tilec.compile`: source (or a path) in, a launchable module out.
+
+This is the one place where the compiler meets the runtime: it runs the
+pipeline, or takes the result from the on-disk cache, and wraps the PTX and
+its kernel.json in a `CompiledModule`.  Compiling touches no GPU; the module
+loads onto the device when a kernel is first asked for."""
+from __future__ import annotations
+
+import os
+from typing import Optional, Union
+
+from tilec.compiler import targets
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.passmanager import Options
+from tilec.compiler.pipeline import compile_source
+from tilec.runtime import cache
+from tilec.runtime.module import CompiledModule
+
+PathOrSource = Union[str, "os.PathLike[str]"]
+
+
+def _read(path_or_source: PathOrSource) -> tuple[str, str]:
+    """(text, filename).  A path-like, or a one-line string naming a .tile
+    file, is read from disk; any other string is the source itself."""
+    if isinstance(path_or_source, os.PathLike) or (
+        "\n" not in path_or_source and path_or_source.endswith(".tile")
+    ):
+        path = os.fspath(path_or_source)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read(), path
+        except OSError as e:
+            raise TilecError(f"cannot read '{path}': {e.strerror}") from None
+    return path_or_source, "<string>"
+
+
+def compile(
+    path_or_source: PathOrSource,
+    target: Optional[str] = None,
+    defines: Optional[dict] = None,
+    options: Optional[Options] = None,
+) -> CompiledModule:
+    """Compile a .tile program and return its `CompiledModule`.
+
+    The target is `target`, else the file's `target` line, else sm_90a.
+    `defines` override consts like `-D`.  Results are cached on disk by
+    source, defines, target and tilec version (see `tilec.runtime.cache`);
+    a compile with non-default `options` (debugging, dumps) bypasses it."""
+    text, filename = _read(path_or_source)
+    if target is not None:
+        targets.target(target)
+    defines = dict(defines or {})
+    cacheable = options is None
+    key = cache.cache_key(text, defines, target or "") if cacheable else None
+    hit = cache.lookup(key) if cacheable else None
+    if hit is not None:
+        ptx, meta = hit
+    else:
+        result = compile_source(text, filename, target=target, defines=defines, options=options)
+        if result.ptx is None:
+            raise TilecError("the pipeline stopped before emit-ptx; no module to load")
+        ptx, meta = result.ptx, result.meta
+        if cacheable:
+            cache.store(key, ptx, meta)
+    return CompiledModule(ptx, meta, meta["target"])
