@@ -68,6 +68,22 @@ def test_pool_places_allocations_like_the_seed():
     assert syms.pools["pool"].committed
 
 
+def test_pool_sizes_a_padded_layout_by_its_reach():
+    """A layout whose rows are padded spans more than its element count; the
+    next allocation must start after the last element the layout reaches."""
+    syms = analyze("""
+kernel k(A: f16[64]):
+    tx = thread_id([32])
+    pool = smem_pool()
+    a = pool.alloc((2, 8, 32), f16, layout=S[(2, 8, 32) : (2048, 128, 1)])
+    b = pool.alloc((16,), f16)
+    pool.commit()
+""")
+    reach = (1 * 2048 + 7 * 128 + 31 + 1) * 2
+    assert syms.buffer("a").nbytes == reach
+    assert syms.buffer("b").byte_offset >= reach
+
+
 def test_launch_configuration():
     launch = analyze(SEED_POOL).launch
     assert (launch.grid, launch.block, launch.cluster) == ((2, 1, 1), (128, 1, 1), (1, 1, 1))

@@ -111,7 +111,15 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * self.elem_bytes
+        """Bytes the buffer spans: its element count, or further when its
+        layout reaches past it (padded rows, a swizzle block)."""
+        extent = self.numel
+        if isinstance(self.layout, ir.LayoutLit) and self.scope in ("shared", "shared.dyn", "global"):
+            from tilec.compiler import layout as L
+            from tilec.compiler.layout_ir import to_layout
+
+            extent = max(extent, L.cosize(to_layout(self.layout, self.shape), "m"))
+        return extent * self.elem_bytes
 
     @property
     def is_root(self) -> bool:
@@ -644,6 +652,8 @@ class _Analyzer:
                 raise TilecError("a typed declaration names one scalar", s.span)
             self.exprs(value)
             t = value_type_of_dtype(lookup_dtype(s.type, s.span).name)
+            if t not in VALUE_TYPES:
+                raise TilecError(f"mutable scalars cannot have dtype {s.type}: it is not a scalar value type", s.span)
             if t != s.type:
                 raise TilecError(f"mutable scalars cannot have dtype {s.type} (use {t})", s.span)
             src = self.syms.type_of(value)
