@@ -1,0 +1,110 @@
+"""How each program in examples/ is launched at a small size: the one table
+of small launches, for tools/sanitize.py and for any GPU test that runs the
+examples.
+
+An example needs no launch code of its own.  Its entry in `SMALL` gives the
+`-D` defines that shrink it (a few tiles, a few k-steps, a persistent grid
+small enough that a CTA walks more than one tile, ragged sizes where the
+example supports them); its inputs are random arrays made from the
+kernel.json signature.  An example that must not be launched says why in
+`NOT_LAUNCHED`.  Every file under examples/ must be in one of the two
+(tests/test_sanitize.py checks it), so a new example cannot slip past the
+sanitizers unnoticed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import tilec
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.targets import DEFAULT_TARGET
+from tilec.grammar.parser import parse
+from tilec.runtime.launch import LaunchError
+from tilec.runtime.module import CompiledModule, device_arch
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+SMALL = {
+    "elementwise_add.tile": {"N": 4096},
+    "tile_copy_sync.tile": {"M": 128, "N": 128},
+    "tma_copy.tile": {},
+    "tma_stream_copy.tile": {"M": 1024, "N": 256, "NUM_CTAS": 2},
+    "gemm_mma_16x8x16.tile": {},
+    "smem_tmem_copy.tile": {},
+    "gemm_async_tcgen05.tile": {},
+    "hgemm_v4.tile": {"M": 256, "N": 256, "K": 256},
+    "hgemm_v5.tile": {"M": 256, "N": 256, "K": 256},
+    "hgemm_v6.tile": {"M": 256, "N": 256, "K": 256, "SM_COUNT": 2},
+    # the edge cases of tests/test_hopper_gemm.py: ragged tiles in M, N and K
+    # (TMA fills and clips), a ring that wraps, tiles that carry phases across
+    "hopper/hgemm_v4.tile": {"M": 200, "N": 136, "K": 72},
+    "hopper/hgemm_v5.tile": {"M": 128, "N": 128, "K": 320},
+    "hopper/hgemm_v6.tile": {"M": 256, "N": 128, "K": 192, "SM_COUNT": 1},
+    "hopper/hgemm_v7.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
+}
+
+NOT_LAUNCHED = {
+    "hang_demo.tile": "hangs on purpose (tests/test_debug_hangs.py runs it with --debug-hangs)",
+}
+
+
+def example_names() -> list[str]:
+    """Every example, as its path under examples/."""
+    paths = sorted(EXAMPLES.glob("*.tile")) + sorted(EXAMPLES.glob("hopper/*.tile"))
+    return [p.relative_to(EXAMPLES).as_posix() for p in paths]
+
+
+def compile_small(name: str) -> CompiledModule:
+    """The example compiled for its own target at its small size (through
+    the on-disk cache, so a second process compiling it again is cheap)."""
+    return tilec.compile(EXAMPLES / name, defines=SMALL[name])
+
+
+def target_of(name: str) -> str:
+    """The example's target: its `target` line, else the default."""
+    return parse((EXAMPLES / name).read_text(), str(EXAMPLES / name)).target or DEFAULT_TARGET
+
+
+def runs_on(name: str, compute_capability: tuple[int, int]) -> bool:
+    """Whether a device of that compute capability can run the example
+    (decided from its target, before compiling it)."""
+    try:
+        device_arch(target_of(name), compute_capability)
+    except LaunchError:
+        return False
+    return True
+
+
+def random_args(entry: dict, seed: int = 0) -> list:
+    """Random numpy arguments for a kernel.json entry, in call order.  A
+    dtype numpy lacks (bf16, the 8-bit floats) gets random bit patterns in
+    the unsigned integers of its width, which the runtime accepts for it."""
+    rng = np.random.default_rng(seed)
+    args = []
+    for p in entry["params"]:
+        if p["kind"] == "tensormap":
+            continue
+        if p["kind"] != "buffer":
+            raise ValueError(f"{entry['name']}: scalar parameter '{p['name']}': random_args makes buffers only")
+        dt = DTYPES[p["dtype"]]
+        shape = tuple(p["shape"])
+        if dt.numpy is not None and dt.kind == "float":
+            args.append(rng.standard_normal(shape).astype(dt.numpy))
+        else:
+            dtype = np.dtype(dt.numpy) if dt.numpy is not None else np.dtype(f"u{max(dt.bits // 8, 1)}")
+            info = np.iinfo(dtype)
+            args.append(rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True))
+    return args
+
+
+def launch(name: str, seed: int = 0) -> list:
+    """Launch the example once at its small size on random inputs; return
+    the arguments (outputs copied back)."""
+    module = compile_small(name)
+    kernel = module.kernel()
+    args = random_args(kernel.meta, seed)
+    kernel(*args)
+    return args
