@@ -101,6 +101,22 @@ def test_sanitizer_output_becomes_a_row():
     assert (race.errors, race.detail) == (1, "Error: Race reported between Write access at tma_copy+0x2a0")
 
 
+# What compute-sanitizer 2025.3 printed for a clean racecheck run on the H100.
+RACE_CLEAN = """\
+========= COMPUTE-SANITIZER
+========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)
+"""
+
+
+def test_racecheck_summary_alone_counts():
+    clean = tool.classify("a.tile", "racecheck", 0, RACE_CLEAN)
+    assert (clean.errors, clean.result, clean.ok) == (0, "clean", True)
+    warned = tool.classify(
+        "a.tile", "racecheck", 0, RACE_CLEAN.replace("0 hazards displayed (0 errors, 0 warnings)", "2 hazards displayed (0 errors, 2 warnings)")
+    )
+    assert (warned.errors, warned.result, warned.ok) == (2, "errors", False)
+
+
 def test_a_failing_child_or_a_timeout_is_not_clean():
     crashed = tool.classify("a.tile", "synccheck", 1, "Traceback ...\nLaunchError: ...\n" + CLEAN)
     assert (crashed.result, crashed.ok) == ("failed (exit 1)", False)

@@ -42,6 +42,7 @@ TOOLS = ("memcheck", "racecheck", "synccheck")
 ERROR_EXIT = 9  # --error-exitcode: the sanitizer found errors
 
 _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) errors?")
+_RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)")
 _NOT_FINDINGS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY")
 
 
@@ -60,9 +61,14 @@ class Row:
 
 
 def error_count(output: str) -> Optional[int]:
-    """The count of the sanitizer's last ERROR SUMMARY line, if any."""
+    """The count of the sanitizer's last ERROR SUMMARY line, if any.  A
+    clean racecheck run of compute-sanitizer 2025 prints only its RACECHECK
+    SUMMARY (hazards as errors and warnings): both count as findings."""
     counts = _SUMMARY.findall(output)
-    return int(counts[-1]) if counts else None
+    if counts:
+        return int(counts[-1])
+    hazards = _RACE_SUMMARY.findall(output)
+    return int(hazards[-1][0]) + int(hazards[-1][1]) if hazards else None
 
 
 def first_finding(output: str) -> str:
