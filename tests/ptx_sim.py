@@ -23,6 +23,8 @@ _WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
 _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 _NOOPS = ("fence.", "bar.warp.sync", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group")
+YIELD = "yield"
+"""What an extension returns for an instruction it ran that ends the thread's turn."""
 
 
 def _mask(v, bits):
@@ -79,7 +81,14 @@ def _round(x, kind, rnd):
 class Kernel:
     """One parsed `.entry` of a PTX module."""
 
-    def __init__(self, ptx: str, name: str):
+    def __init__(self, ptx: str, name: str, extension=None):
+        """`extension(op, operands, regs, special, symbols, mem, shared)` is
+        offered every instruction first and returns True for one it ran
+        (tests/tma_ptx_sim.py models TMA and mbarriers this way), or YIELD
+        for one it ran after which the thread lets the others run, as at a
+        barrier (a spin-wait that failed, the arrival at a collective
+        instruction: tests/wgmma_ptx_sim.py)."""
+        self.extension = extension
         start = ptx.index(f".entry {name}(")
         header, body = ptx[start:].split("{", 1)
         body = body[: body.index("\n}")]
@@ -169,6 +178,14 @@ class Kernel:
                 continue
             if op.startswith(_NOOPS):
                 continue
+            if self.extension is not None:
+                handled = self.extension(op, ops, regs, special, symbols, mem, shared)
+                if handled is YIELD:
+                    yield steps
+                    steps = 0
+                    continue
+                if handled:
+                    continue
             _execute(op, ops, regs, special, symbols, mem, shared, local)
 
 

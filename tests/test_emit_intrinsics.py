@@ -63,6 +63,13 @@ EXAMPLES = {
     "cuda.cta_sync": "cuda.cta_sync()",
     "cuda.warpgroup_sync": "cuda.warpgroup_sync(3)",
     "cuda.warp_sync": "cuda.warp_sync()",
+    "ptx.tcgen05.encode_matrix_descriptor": "desc = ptx.tcgen05.encode_matrix_descriptor(bar.ptr_to([0]), 16, 8, 0)",
+    "ptx.tcgen05.mma": 'ptx.tcgen05.mma(taddr[0], desc, desc, phase == 0, kind="f16", a_dtype=f16, b_dtype=f16, '
+                       'm=128, n=64)',
+    "ptx.tcgen05.mma.block_scale": 'ptx.tcgen05.mma.block_scale(taddr[0], desc, desc, taddr[0], taddr[0], True, '
+                                   'kind="mxf8f6f4", a_dtype=e4m3, b_dtype=e4m3, m=128, n=64)',
+    "ptx.tcgen05.cp": 'ptx.tcgen05.cp(taddr[0], desc, shape="32x128b", multicast="warpx4")',
+    "ptx.tcgen05.ld": "ptx.tcgen05.ld((acc[0], acc[1], acc[2], acc[3]), taddr[0], num=4, dtype=f32)",
 }
 
 # The instruction each example must produce (one distinctive piece of it).
@@ -102,6 +109,12 @@ EXPECT = {
     "cuda.warp_sync": "bar.warp.sync 0xffffffff;",
     "ptx.cp_async.bulk.commit_group": "cp.async.bulk.commit_group;",
     "ptx.mbarrier.arrive": "mbarrier.arrive.shared::cta.b64 _, [",
+    "ptx.tcgen05.encode_matrix_descriptor": "or.b64 %rd{}, %rd{}, 0x0000400800100000;",
+    "ptx.tcgen05.mma": "tcgen05.mma.cta_group::1.kind::f16 [%r{}], %rd{}, %rd{}, 0x08100010, %p{};",
+    "ptx.tcgen05.mma.block_scale": "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale [%r{}], %rd{}, %rd{}, "
+                                   "0x08900000, [%r{}], [%r{}], 1;",
+    "ptx.tcgen05.cp": "tcgen05.cp.cta_group::1.32x128b.warpx4 [%r{}], %rd{};",
+    "ptx.tcgen05.ld": "tcgen05.ld.sync.aligned.32x32b.x4.b32 {%f{}, %f{}, %f{}, %f{}}, [%r{}];",
 }
 
 CASES = [(name, target) for name in sorted(INTRINSICS) for target in TARGETS]

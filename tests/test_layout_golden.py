@@ -2,7 +2,7 @@
 
 The mma.sync fragments are checked element by element against the PTX ISA's
 m16n8k16 / m16n8k8 fragment figures (groupID = lane >> 2, threadID_in_group =
-lane % 4); the shared layouts against a brute-force model of the swizzled
+lane % 4) and, register by register, against the order seed 001 stages them in; the shared layouts against a brute-force model of the swizzled
 byte address written from the hardware's definition (bits 4.. of the byte
 address XORed with bits 7..)."""
 import itertools
@@ -65,26 +65,6 @@ def ptx_b_k8(lane, i):
     return t * 2 + (i & 1), g
 
 
-@pytest.mark.parametrize("layout, shape, regs, figure", [
-    (D_FRAG, (16, 8), 4, ptx_accumulator),
-    (A_FRAG_K8, (16, 8), 4, ptx_a_k8),
-    (B_FRAG_K8, (8, 8), 2, ptx_b_k8),
-    (A_FRAG, (16, 16), 8, ptx_a_k16),
-    (B_FRAG, (16, 8), 4, ptx_b_k16),
-])
-def test_mma_fragments_match_the_ptx_figures(layout, shape, regs, figure):
-    """Register i of lane l holds exactly the element the PTX figure puts there, and
-    every element of the tile is held once."""
-    assert storage_size(layout) == regs
-    held = {}
-    for row, col in itertools.product(range(shape[0]), range(shape[1])):
-        where = apply(layout, (row, col), shape)
-        held[where["laneid"], where["m"]] = (row, col)
-    assert len(held) == shape[0] * shape[1]
-    for lane, i in itertools.product(range(32), range(regs)):
-        assert held[lane, i] == figure(lane, i), (lane, i)
-
-
 def _staged(lane, s, operand):
     """The element seed 001's staging loops put in `local(n)[s]` of `lane`."""
     g, t = lane // 4, lane % 4
@@ -98,25 +78,78 @@ def _staged(lane, s, operand):
     return g + 8 * r_m, 2 * t + r_n
 
 
+def _held(layout, shape):
+    """{(lane, register): (row, col)}, checking every element is held once."""
+    held = {}
+    for row, col in itertools.product(range(shape[0]), range(shape[1])):
+        where = apply(layout, (row, col), shape)
+        held[where["laneid"], where["m"]] = (row, col)
+    assert len(held) == shape[0] * shape[1]
+    return held
+
+
+@pytest.mark.parametrize("layout, shape, regs, operand", [
+    (A_FRAG, (16, 16), 8, "A"), (B_FRAG, (16, 8), 4, "B"), (D_FRAG, (16, 8), 4, "D"),
+])
+def test_fragments_hold_what_the_seed_stages(layout, shape, regs, operand):
+    """Seed 001 stages register s of every lane with `_staged(lane, s)` and verifies D == A @ B:
+    the tiled fragments put exactly that element in register s (for A: kp, kHi, rM =
+    s % 2, s // 2 % 2, s // 4, so registers 2-3 hold the second k-half of row group 0)."""
+    assert storage_size(layout) == regs
+    held = _held(layout, shape)
+    for lane, s in itertools.product(range(32), range(regs)):
+        assert held[lane, s] == _staged(lane, s, operand), (lane, s)
+
+
+def _same_register(i):
+    return i
+
+
+def _ptx_a_k16_register(i):
+    """The register of A_FRAG holding the PTX figure's a_i: the figure numbers a0..a7 by
+    (kHi, rM, kp) row-major, the fragment its registers by (rM, kHi, kp)."""
+    kp, r_m, k_hi = i % 2, i // 2 % 2, i // 4
+    return 4 * r_m + 2 * k_hi + kp
+
+
+@pytest.mark.parametrize("layout, shape, regs, figure, register", [
+    (D_FRAG, (16, 8), 4, ptx_accumulator, _same_register),
+    (A_FRAG_K8, (16, 8), 4, ptx_a_k8, _same_register),
+    (B_FRAG_K8, (8, 8), 2, ptx_b_k8, _same_register),
+    (A_FRAG, (16, 16), 8, ptx_a_k16, _ptx_a_k16_register),
+    (B_FRAG, (16, 8), 4, ptx_b_k16, _same_register),
+])
+def test_mma_fragments_match_the_ptx_figures(layout, shape, regs, figure, register):
+    """The PTX figure's register i of lane l is in register `register(i)` of lane l (the
+    same register except A's k16 fragment, whose order is the seed's), and every element
+    of the tile is held once."""
+    assert storage_size(layout) == regs
+    held = _held(layout, shape)
+    assert sorted(register(i) for i in range(regs)) == list(range(regs))
+    for lane, i in itertools.product(range(32), range(regs)):
+        assert held[lane, register(i)] == figure(lane, i), (lane, i)
+
+
 @pytest.mark.parametrize("layout, shape, operand", [
     (A_FRAG, (16, 16), "A"), (B_FRAG, (16, 8), "B"), (D_FRAG, (16, 8), "D"),
 ])
 def test_local_view_enumerates_storage_in_shard_order(layout, shape, operand):
-    """`b.local(n)[s]` is register `storage(L)` at s: the thread's elements in shard order, not in
-    register order.  That is what makes seed 001's staging loops agree with the fragments (for A,
-    s = kp + 2*kHi + 4*rM lands in register kp + 2*rM + 4*kHi, the PTX a0..a7 order)."""
+    """`b.local(n)[s]` is register `storage(L)` at s: the thread's elements in shard order.
+    For the seed's fragments that is the register order itself, so the staging loops'
+    slot s is register s."""
     local = storage(layout)
     for lane in range(32):
         for s in range(size(local)):
             reg = apply(local, s)["m"]
+            assert reg == s
             assert apply(layout, _staged(lane, s, operand), shape) == {"m": reg, "laneid": lane}
 
 
 def test_fragment_tilings_and_b32_registers():
-    """tile_to puts the second k-half of A in registers 4-7 and of B in 2-3.  Packed to b32
-    pairs along k (B, k by n, transposed first so k is innermost), the k16 operands are 4 (A)
-    and 2 (B) registers and the k8 ones 2 and 1."""
-    assert A_FRAG == make((2, 8, 2, 4, 2), (2, (4, LANE), 4, (1, LANE), 1))
+    """tile_to numbers A's registers (rM, kHi, kp) and B's (kHi, kp), row-major.  Packed to
+    b32 pairs along k (B, k by n, transposed first so k is innermost), the k16 operands are
+    4 (A) and 2 (B) registers and the k8 ones 2 and 1."""
+    assert A_FRAG == make((2, 8, 2, 4, 2), (4, (4, LANE), 2, (1, LANE), 1))
     assert B_FRAG == make((2, 4, 2, 8), (2, (1, LANE), 1, (4, LANE)))
     b_nk = permute_dims(B_FRAG, (16, 8), (1, 0))
     b_nk_k8 = permute_dims(B_FRAG_K8, (8, 8), (1, 0))

@@ -256,14 +256,82 @@ def test_tile_is_outer_times_inner_span_plus_inner(case):
             assert _split(got) == ({k: v for k, v in want.items() if v}, ot + it)
 
 
+@st.composite
+def fragment_case(draw):
+    """A register fragment and a grid to repeat it over.  Each of 1-3 dims is a random
+    order of register iterators, lane iterators (a random split of up to 16 lanes spread
+    over the dims) and at most one TCol iterator; each dim's registers get its place
+    values in a random order, the dims row-major.  Returns the atom, its shape, each
+    dim's register count and the grid counts."""
+    rank = draw(st.integers(1, 3))
+    dims = [[] for _ in range(rank)]
+    for it in draw(level_iters("lane", 4)):
+        dims[draw(st.integers(0, rank - 1))].append(it)
+    regs = []
+    for d in range(rank):
+        extents = draw(st.lists(st.sampled_from([2, 3, 4]), max_size=2 if rank < 3 else 1))
+        values, place = [], 1
+        for e in extents:
+            values.append(place)
+            place *= e
+        regs.append(place)
+        order = draw(st.permutations(range(len(extents))))
+        dims[d] += [("reg", extents[k], values[k]) for k in order]
+        if draw(st.booleans()):
+            dims[d].append(Iter(draw(st.sampled_from([2, 3])), draw(st.sampled_from([1, 5])), "TCol"))
+        dims[d] = draw(st.permutations(dims[d]))
+    shard, shape = [], []
+    for d in range(rank):
+        below = math.prod(regs[d + 1:])
+        iters = [Iter(it[1], it[2] * below) if isinstance(it, tuple) else it for it in dims[d]] or [Iter(1, 1)]
+        shard += iters
+        shape.append(math.prod(it.extent for it in iters))
+    offset = draw(st.dictionaries(st.sampled_from(["m", "TCol", "bx"]), st.integers(0, 9), max_size=2))
+    atom = TileLayout(shard, offset=offset)
+    counts = tuple(draw(st.sampled_from([1, 2, 3])) for _ in range(rank))
+    assume(math.prod(shape) * math.prod(counts) <= 1024)
+    return atom, tuple(shape), tuple(regs), counts
+
+
+@SETTINGS
+@given(fragment_case())
+def test_tile_to_matches_its_definition(case):
+    """tile_to(L, shape, atom) puts element o * atom + i on L(i)'s threads and other axes,
+    and on m at the row-major index over dims of o[d] * E[d] + e[d](i[d]) (plus L's m
+    offset), where e[d] is L's register number from dim d alone and E[d] dim d's register
+    count.  A grid of ones gives L back, and repeating dim 0 alone is tile by row-major."""
+    atom, atom_shape, regs, counts = case
+    full = tuple(c * a for c, a in zip(counts, atom_shape))
+    tiled = tile_to(atom, full, atom_shape)
+    base = dict(atom.offset).get("m", 0)
+    rank = len(atom_shape)
+
+    def e(d, i):
+        """L's register number from dim d's iterators at index i of that dim."""
+        coord = tuple(i if k == d else 0 for k in range(rank))
+        return (apply(atom, coord, atom_shape)["m"] - base) // math.prod(regs[d + 1:])
+
+    for x in _coords(full):
+        o = [xd // a for xd, a in zip(x, atom_shape)]
+        i = tuple(xd % a for xd, a in zip(x, atom_shape))
+        m = 0
+        for d in range(rank):
+            m = m * counts[d] * regs[d] + o[d] * regs[d] + e(d, i[d])
+        want = apply(atom, i, atom_shape)
+        want["m"] = m + base
+        assert nonzero(apply(tiled, x, full)) == nonzero(want), x
+    assert all_equal(tile_to(atom, atom_shape, atom_shape), atom)
+    rows = (counts[0] * atom_shape[0],) + atom_shape[1:]
+    grid = (counts[0],) + (1,) * (rank - 1)
+    assert all_equal(tile_to(atom, rows, atom_shape), tile(row_major(grid), atom, grid, atom_shape))
+
+
 @SETTINGS
 @given(tile_case())
-def test_tile_to_is_tile_by_row_major_and_tiles_are_recognised(case):
-    """tile_to(L, shape, atom) == tile(row_major(shape / atom), L) as functions; and for
-    T = tile(O, I), is_tile_inner(I, T) and is_tile_outer(O, T) find parts that rebuild T."""
+def test_tiles_are_recognised(case):
+    """For T = tile(O, I), is_tile_inner(I, T) and is_tile_outer(O, T) find parts that rebuild T."""
     outer, inner, outer_shape, inner_shape = case
     full = tuple(o * i for o, i in zip(outer_shape, inner_shape))
-    assert all_equal(tile_to(inner, full, inner_shape), tile(row_major(outer_shape), inner, outer_shape, inner_shape))
     tiled = tile(outer, inner, outer_shape, inner_shape)
     found_outer = is_tile_inner(inner, tiled, full, inner_shape)
     assert found_outer is not None

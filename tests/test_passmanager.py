@@ -218,7 +218,7 @@ kernel k(A: f32[4]):
 
 
 def test_default_pipeline_order_starts_with_the_front_passes():
-    assert pass_manager().names[:3] == ["parse", "expand-inline", "fold-constants"]
+    assert pass_manager().names[:5] == ["parse", "expand-inline", "check-asserts", "lower-scheduler", "fold-constants"]
 
 
 @pytest.mark.parametrize(
@@ -243,5 +243,5 @@ def test_compile_source_applies_defines_and_reports_timings():
     text = "const N = 4\nkernel k(A: f32[N]):\n    t = thread_id([N])\n"
     result = compile_source(text, defines={"N": 8}, options=Options(stop_after="fold-constants"))
     assert result.module.kernels[0].params[0].shape == (ir.Int(8),)
-    assert list(result.timings) == ["parse", "expand-inline", "fold-constants"]
+    assert list(result.timings) == ["parse", "expand-inline", "check-asserts", "lower-scheduler", "fold-constants"]
     assert result.ptx is None and result.meta is None

@@ -20,6 +20,7 @@ from tilec.compiler.passmanager import ALL, Options
 from tilec.compiler.pipeline import compile_source, pass_manager
 from tilec.compiler.printer import print_module
 from tilec.compiler.targets import TARGETS
+from tilec.passes.emit_ptx.debug_hangs import TIMEOUT_NS
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -51,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--print-pipeline", action="store_true",
                    help="print the ordered passes with what they require and provide, and exit")
     p.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
+    p.add_argument("--debug-hangs", action="store_true",
+                   help=f"bound every mbarrier wait to {TIMEOUT_NS // 10**9} s of wall time: a wait that runs "
+                        "over prints the kernel, the wait's source location, the phase, block and thread, "
+                        "then traps")
     p.add_argument("--traceback", action="store_true", help="show Python tracebacks for errors")
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
     return p
@@ -115,6 +120,7 @@ def _run(args, sources: dict) -> int:
         stop_after=args.stop_after,
         time_passes=args.time_passes,
         verify_each=args.verify_each,
+        debug_hangs=args.debug_hangs,
     )
     result = compile_source(
         text, filename=args.file, target=args.target, defines=_defines(args.defines), options=options

@@ -27,12 +27,15 @@ class TilecError(Exception):
 
     def render(self, sources: Optional[dict] = None) -> str:
         """The GCC-style text.  `sources` maps file names to their text; the
-        file is read from disk when it is not there."""
+        file is read from disk when it is not there.  The source line and
+        caret follow the message's first line, so that the lines a longer
+        message goes on with (dispatch's table of variants) come after them."""
         lines = []
         if self.span is None:
             lines.append(f"tilec: error: {self.message}")
         else:
-            lines.append(f"{self.span}: error: {self.message}")
+            first, _, rest = self.message.partition("\n")
+            lines.append(f"{self.span}: error: {first}")
             src_line = _source_line(self.span, sources)
             if src_line is not None:
                 lines.append(src_line)
@@ -40,6 +43,8 @@ class TilecError(Exception):
                 if self.span.end_line == self.span.line and self.span.end_col > self.span.col:
                     width = self.span.end_col - self.span.col
                 lines.append(" " * (self.span.col - 1) + "^" + "~" * (width - 1))
+            if rest:
+                lines.append(rest)
         for note in self.notes:
             lines.append(f"note: {note}")
         return "\n".join(lines)

@@ -29,7 +29,9 @@ register receiving the value.  Literal braces are doubled.  A function is
 called as `fn(e, a)`: `a` has the same fields as attributes, and `e` offers
 `e.line(text)` (one PTX line), `e.reg(dtype)` (a fresh virtual register),
 `e.label(stem)` (a fresh label), `e.pack_b32(lo, hi)` / `e.unpack_b32(w, lo,
-hi)` (two 16-bit registers to and from one b32) and `e.target`.  A
+hi)` (two 16-bit registers to and from one b32), `e.wait_loop(poll, done,
+addr, phase)` (repeat the PTX line `poll` until it sets predicate `done`: an
+mbarrier wait, bounded under --debug-hangs) and `e.target`.  A
 `TilecError` it raises is located at the call.
 
 Output operands (`reg`, `regs`) are register-array elements or mutable
@@ -44,7 +46,8 @@ import attrs
 
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.mma_desc import SmemDescriptor
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.mma_desc import BLOCK_SCALED_KINDS, SmemDescriptor, Tcgen05InstrDesc
 from tilec.compiler.targets import TARGETS, Target
 
 
@@ -93,12 +96,10 @@ class Intrinsic:
 
 def _try_wait(e, a) -> None:
     """A real loop: try_wait.parity returns false when its time slice expires
-    before the phase completes, so the thread retries until it does."""
+    before the phase completes, so the thread retries until it does
+    (`e.wait_loop`; bounded under --debug-hangs)."""
     done = e.reg("bool")
-    loop = e.label("wait")
-    e.line(f"{loop}:")
-    e.line(f"mbarrier.try_wait.parity.shared::cta.b64 {done}, [{a.addr}], {a.phase};")
-    e.line(f"@!{done} bra {loop};")
+    e.wait_loop(f"mbarrier.try_wait.parity.shared::cta.b64 {done}, [{a.addr}], {a.phase};", done, a.addr, a.phase)
 
 
 def _fence_proxy_async(e, a) -> None:
@@ -458,6 +459,205 @@ _TABLE += [
               doc="One TMA store: shared memory at `src` into the box of tensor map `tmap` at `coords`, in "
                   "the current bulk group (close it with ptx.cp_async.bulk.commit_group, wait with "
                   "wait_group).  `reduce=\"add\"` adds into global memory instead of overwriting it."),
+]
+
+# ---- tcgen05 (Blackwell): gemm_async -> tcgen05, copy_async -> tcgen05_cp / tcgen05_ld
+# (the lowerings that write these rows are tilec/passes/dispatch/gemm_async/
+# tcgen05.py and copy_async/tcgen05_{cp,ld}.py).  One thread issues
+# tcgen05.mma and tcgen05.cp; tcgen05.ld is warp-collective.  All three run
+# asynchronously: mma and cp complete through ptx.tcgen05.commit on an
+# mbarrier, ld through ptx.tcgen05.wait.ld.  A tensor-memory address is a
+# u32, lane << 16 | 32-bit column; a shared operand is a 64-bit matrix
+# descriptor.  Every descriptor bit comes from tilec.compiler.mma_desc, so
+# the instruction descriptor is packed from the call's keywords at compile
+# time and checked there, not trusted as a number.
+
+
+def _smem_descriptor(family: str):
+    """Emission of ptx.<family>.encode_matrix_descriptor: the descriptor's
+    constant fields OR-ed with the run-time start address field,
+    (addr >> 4) & 0x3FFF (bits 0-13)."""
+
+    def emit(e, a) -> None:
+        const = SmemDescriptor(family, 0, a.ldo * 16, a.sdo * 16, a.swizzle).encode()
+        start = e.reg("u32")
+        e.line(f"shr.u32 {start}, {a.addr}, 4;")
+        e.line(f"and.b32 {start}, {start}, 16383;")
+        e.line(f"cvt.u64.u32 {a.result}, {start};")
+        if const:
+            e.line(f"or.b64 {a.result}, {a.result}, 0x{const:016x};")
+
+    return emit
+
+
+def _check_smem_descriptor(family: str):
+    def check(values: Dict, span) -> None:
+        try:
+            SmemDescriptor(family, 0, values["ldo"] * 16, values["sdo"] * 16, values["swizzle"])
+        except TilecError as err:
+            raise err.with_span(span)
+
+    return check
+
+
+def _tcgen05_idesc(v: Dict) -> Tcgen05InstrDesc:
+    """The instruction descriptor the keywords of a ptx.tcgen05.mma or
+    ptx.tcgen05.mma.block_scale call describe (a TilecError naming the
+    violated rule when there is none)."""
+    scaled = v["kind"] in BLOCK_SCALED_KINDS
+    return Tcgen05InstrDesc(
+        v["kind"], v["a_dtype"], v["b_dtype"], "f32" if scaled else v["d_dtype"], v["m"], v["n"],
+        a_major=v["a_major"], b_major=v["b_major"], cta_group=v["cta_group"],
+        scale_dtype=v["scale_dtype"] if scaled else None,
+        sfa_id=v["sfa_id"] if scaled else 0, sfb_id=v["sfb_id"] if scaled else 0,
+    )
+
+
+def _check_tcgen05_mma(values: Dict, span) -> None:
+    try:
+        _tcgen05_idesc(values)
+    except TilecError as err:
+        raise err.with_span(span)
+
+
+def _tcgen05_a(a) -> str:
+    """Operand A: a shared-memory matrix descriptor (u64) or, in brackets, a
+    tensor-memory address (u32), which the hardware reads K-major only."""
+    if a.a.type == "u64":
+        return str(a.a)
+    if a.a.type == "u32":
+        if a.a_major != "K":
+            raise TilecError("tcgen05.mma reads A from tensor memory K-major only (a_major=\"K\")")
+        return f"[{a.a}]"
+    raise TilecError(f"tcgen05.mma's A is a u64 shared-memory matrix descriptor or a u32 tensor-memory "
+                     f"address, got a {a.a.type}")
+
+
+def _tcgen05_mma(e, a) -> None:
+    idesc = _tcgen05_idesc(vars(a)).encode()
+    e.line(f"tcgen05.mma.cta_group::{a.cta_group}.kind::{a.kind} [{a.d}], {_tcgen05_a(a)}, {a.b_desc}, "
+           f"0x{idesc:08x}, {a.enable_input_d};")
+
+
+def _tcgen05_mma_block_scale(e, a) -> None:
+    idesc = _tcgen05_idesc(vars(a)).encode()
+    e.line(f"tcgen05.mma.cta_group::{a.cta_group}.kind::{a.kind}.block_scale [{a.d}], {_tcgen05_a(a)}, "
+           f"{a.b_desc}, 0x{idesc:08x}, [{a.sfa}], [{a.sfb}], {a.enable_input_d};")
+
+
+_TCGEN05_CP_MULTICAST = {
+    "128x256b": (None,),
+    "4x256b": (None,),
+    "128x128b": (None,),
+    "64x128b": ("warpx2::02_13", "warpx2::01_23"),
+    "32x128b": ("warpx4",),
+}
+"""The multicast each tcgen05.cp shape takes (None: none) [PTX 9.7.16.8.x]."""
+
+
+def _check_tcgen05_cp(values: Dict, span) -> None:
+    allowed = _TCGEN05_CP_MULTICAST[values["shape"]]
+    if values["multicast"] not in allowed:
+        want = " or ".join(f'multicast="{m}"' for m in allowed if m) or "no multicast"
+        raise TilecError(f"tcgen05.cp.{values['shape']} takes {want}, got {values['multicast']}", span)
+
+
+def _tcgen05_cp(e, a) -> None:
+    multicast = f".{a.multicast}" if a.multicast else ""
+    e.line(f"tcgen05.cp.cta_group::{a.cta_group}.{a.shape}{multicast} [{a.taddr}], {a.desc};")
+
+
+TCGEN05_LD_DTYPES = ("f32", "i32", "u32", "f16", "bf16", "i16", "u16", "i8", "u8")
+"""The element types tcgen05.ld moves into registers: scalars of 8, 16 or 32 bits."""
+
+
+def _check_tcgen05_ld(values: Dict, span) -> None:
+    if values["dtype"] not in TCGEN05_LD_DTYPES:
+        raise TilecError(f"tcgen05.ld reads {', '.join(TCGEN05_LD_DTYPES)} elements, got {values['dtype']}", span)
+
+
+def _tcgen05_ld(e, a) -> None:
+    """32 lanes x num 32-bit columns: lane l of the warp's quarter into
+    thread l's registers.  Narrower elements are packed in a column, lowest
+    bits first; they are loaded into words, waited for (the load is
+    asynchronous) and unpacked, so `dst` holds one element per register."""
+    d = DTYPES[a.dtype]
+    per = 32 // d.bits
+    if len(a.dst) != a.num * per:
+        raise TilecError(f"tcgen05.ld .x{a.num} of {a.dtype} fills {a.num * per} registers per thread, got {len(a.dst)}")
+    want = (a.dtype,) if d.is_float else ("i32", "u32")
+    for r in a.dst:
+        if r.type not in want:
+            raise TilecError(f"tcgen05.ld of {a.dtype} writes {' or '.join(want)} registers, got a {r.type}")
+    op = f"tcgen05.ld.sync.aligned.32x32b.x{a.num}.b32"
+    if per == 1:
+        if any(r.temp for r in a.dst):
+            raise TilecError("tcgen05.ld writes its registers asynchronously: its destination must be "
+                             "register-array elements indexed by constants, not local memory")
+        e.line(f"{op} {a.dst}, [{a.taddr}];")
+        return
+    words = Operands(e.reg("u32") for _ in range(a.num))
+    e.line(f"{op} {words}, [{a.taddr}];")
+    e.line("tcgen05.wait::ld.sync.aligned;")
+    for w, i in zip(words, range(0, len(a.dst), per)):
+        part = a.dst[i:i + per]
+        if d.is_float:
+            e.unpack_b32(w, part[0], part[1])
+            continue
+        for j, r in enumerate(part):
+            e.line(f"bfe.{'s' if d.is_signed else 'u'}32 {r}, {w}, {j * d.bits}, {d.bits};")
+
+
+_TCGEN05_MMA_SHAPE = (
+    "kind: str({kinds}), a_dtype: dtype, b_dtype: dtype, {d}m: int, n: int, "
+    'a_major: str(K|MN) = "K", b_major: str(K|MN) = "K", {scale}cta_group: int(1|2) = 1'
+)
+
+_TABLE += [
+    Intrinsic("ptx.tcgen05.encode_matrix_descriptor",
+              "addr: shared_addr, ldo: int, sdo: int, swizzle: int(0|1|2|3)", "sm_100a",
+              _smem_descriptor("tcgen05"), families=_BLACKWELL, result="u64",
+              check=_check_smem_descriptor("tcgen05"),
+              doc="The 64-bit tcgen05 shared-memory matrix descriptor of the tile at `addr`: leading and "
+                  "stride byte offsets `ldo`, `sdo` in 16-byte units, `swizzle` a SWIZZLE_* mode.  Adding "
+                  "k to it advances the start address by 16k bytes (the seeds' smem_desc_add_16B_offset)."),
+    Intrinsic("ptx.tcgen05.mma",
+              "d: value(u32), a: value(any), b_desc: value(u64), enable_input_d: pred, *, "
+              + _TCGEN05_MMA_SHAPE.format(kinds="f16|tf32|f8f6f4|i8", d='d_dtype: dtype = "f32", ', scale=""),
+              "sm_100a", _tcgen05_mma, families=_BLACKWELL, check=_check_tcgen05_mma,
+              doc="tcgen05.mma.cta_group::N.kind::K [d], a, b_desc, idesc, enable_input_d: D (tensor memory "
+                  "at `d`) = A * B + (enable_input_d ? D : 0).  A is a shared matrix descriptor (u64) or a "
+                  "tensor-memory address (u32), B a descriptor.  The instruction descriptor is packed from "
+                  "the keywords: M x N (for cta_group 2 the pair's M), the A/B/D types, and each operand's "
+                  "major (\"MN\": transposed).  One thread issues it; ptx.tcgen05.commit completes it."),
+    Intrinsic("ptx.tcgen05.mma.block_scale",
+              "d: value(u32), a: value(any), b_desc: value(u64), sfa: value(u32), sfb: value(u32), "
+              "enable_input_d: pred, *, "
+              + _TCGEN05_MMA_SHAPE.format(kinds="mxf8f6f4|mxf4", d="",
+                                          scale='scale_dtype: dtype = "ue8m0", sfa_id: int = 0, sfb_id: int = 0, '),
+              "sm_100a", _tcgen05_mma_block_scale, families=_BLACKWELL, check=_check_tcgen05_mma,
+              doc="tcgen05.mma.cta_group::N.kind::K.block_scale [d], a, b_desc, idesc, [sfa], [sfb], "
+                  "enable_input_d: (A * SFA) (B * SFB) accumulated in f32, with the scale factors in tensor "
+                  "memory at `sfa`, `sfb` (ue8m0, one per 32 K: kind::mxf8f6f4 reads one per row and "
+                  "instruction (scale_vec::1X), kind::mxf4 two (scale_vec::2X)).  `sfa_id`/`sfb_id` pick the "
+                  "byte of the 32-bit column the first scale factor is in."),
+    Intrinsic("ptx.tcgen05.cp",
+              "taddr: value(u32), desc: value(u64), *, shape: str(128x256b|4x256b|128x128b|64x128b|32x128b), "
+              "multicast: str(warpx2::02_13|warpx2::01_23|warpx4) = None, cta_group: int(1|2) = 1",
+              "sm_100a", _tcgen05_cp, families=_BLACKWELL, check=_check_tcgen05_cp,
+              doc="tcgen05.cp: the shared-memory matrix `desc` names into tensor memory at `taddr`, "
+                  "`shape` lanes x bits (32x128b: 32 rows of 16 bytes, which multicast=\"warpx4\" writes "
+                  "into the same 32 lanes of all four warps' quarters).  One thread issues it; "
+                  "ptx.tcgen05.commit completes it."),
+    Intrinsic("ptx.tcgen05.ld",
+              "dst: regs(f32|i32|u32|f16|bf16), taddr: value(u32), *, num: int(1|2|4|8|16|32|64|128), "
+              "dtype: dtype",
+              "sm_100a", _tcgen05_ld, families=_BLACKWELL, check=_check_tcgen05_ld,
+              doc="Warp-wide tcgen05.ld.sync.aligned.32x32b.x<num>.b32: lane l of the warp reads tensor-memory "
+                  "lane (taddr's lane + l), `num` 32-bit columns from taddr's column, into its registers "
+                  "`dst` in column order, one `dtype` element per register (32 / bits of them per column, "
+                  "lowest bits first).  32-bit elements arrive asynchronously: wait with "
+                  "ptx.tcgen05.wait.ld before reading them; narrower ones are waited for and unpacked here."),
 ]
 
 INTRINSICS: Dict[str, Intrinsic] = {}

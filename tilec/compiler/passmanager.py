@@ -54,7 +54,7 @@ ALL = "all"
 @attrs.define
 class Options:
     """What the user asked of the pipeline beyond compiling: the
-    instrumentation flags of the driver."""
+    instrumentation flags of the driver, and debugging code to emit."""
 
     dump_before: frozenset = frozenset()  # pass names, or {"all"}
     dump_after: frozenset = frozenset()
@@ -62,6 +62,7 @@ class Options:
     stop_after: Optional[str] = None
     time_passes: bool = False
     verify_each: bool = False
+    debug_hangs: bool = False  # bound mbarrier waits; report and trap (emit_ptx/debug_hangs.py)
     stream: TextIO = attrs.field(factory=lambda: sys.stderr, eq=False, repr=False)
 
 

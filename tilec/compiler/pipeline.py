@@ -14,20 +14,34 @@ import attrs
 from tilec.compiler import ir, targets
 from tilec.compiler.passmanager import Options, PassContext, PassManager
 from tilec.compiler.verifier import verify
+from tilec.passes.assert_const import CheckAsserts
+from tilec.passes.canonicalize_layouts import CanonicalizeLayouts
+from tilec.passes.dispatch.pass_ import Dispatch
+from tilec.passes.emit_ptx import EmitPTX
 from tilec.passes.expand_inline import ExpandInline
 from tilec.passes.fold_constants import FoldConstants
 from tilec.passes.infer_scope import InferScope
+from tilec.passes.lower_scheduler import LowerScheduler
 from tilec.passes.parse import Parse
 from tilec.passes.plan_smem import PlanSmem
+from tilec.passes.plan_tma import PlanTma
+from tilec.passes.unroll import Unroll
 
 
 def default_passes() -> list:
     return [
         Parse(),
         ExpandInline(),
+        CheckAsserts(),
+        LowerScheduler(),
         FoldConstants(),
+        CanonicalizeLayouts(),
         InferScope(),
         PlanSmem(),
+        PlanTma(),
+        Dispatch(),
+        Unroll(),
+        EmitPTX(),
     ]
 
 

@@ -9,7 +9,9 @@ launch ids.  On top of that it checks what no single pass owns:
 
 - every intrinsic exists on the target (`ptx.tcgen05.*` on sm_90a is an
   error here, not a ptxas failure later);
-- every layout literal of a buffer means something and fits its shape;
+- every layout of a buffer is a layout literal that means something and
+  fits its shape; a register array's is on `m` and thread axes and fits
+  a thread's local memory;
 - tile-primitive operands: regions inside their buffers, a copy's two sides
   of equal dtype, and the non-unit extents of copy and cast operands equal.
 
@@ -26,11 +28,14 @@ from typing import Optional
 from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.layout import row_major, storage_size
 from tilec.compiler.layout_ir import to_layout
-from tilec.compiler.symbols import KernelSymbols, analyze_kernel
+from tilec.compiler.symbols import Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.targets import Target
+from tilec.passes.assert_const import check_asserts
 from tilec.passes.expand_inline import expand_module
 from tilec.passes.fold_constants import fold
+from tilec.passes.lower_scheduler import lower_schedulers
 
 _SAME_SHAPE = ("copy", "copy_async", "cast")
 _SAME_DTYPE = ("copy", "copy_async")
@@ -38,7 +43,7 @@ _SAME_DTYPE = ("copy", "copy_async")
 
 def verify(module: ir.Module, target: Target, defines: Optional[dict] = None) -> None:
     """Raise a located `TilecError` for the first problem found."""
-    module = fold(expand_module(module, defines or {}))
+    module = fold(lower_schedulers(check_asserts(expand_module(module, defines or {}))))
     seen = {}
     for k in module.kernels:
         if k.name in seen:
@@ -46,11 +51,47 @@ def verify(module: ir.Module, target: Target, defines: Optional[dict] = None) ->
         seen[k.name] = k.span.line if k.span else "?"
         syms = analyze_kernel(k, module, target)
         for buf in syms.buffers.values():
-            if isinstance(buf.layout, ir.LayoutLit):
-                to_layout(buf.layout, buf.shape)
+            _check_layout(buf)
         for node in visit.walk(k):
             if isinstance(node, ir.Call):
                 _check_call(node, syms, target)
+
+
+MAX_LOCAL_BYTES = 512 * 1024
+"""The local memory one thread can address (CUDA's per-thread limit): a
+register array larger than this cannot exist, not even spilled."""
+
+_TMEM_AXES = ("TLane", "TCol")
+
+
+def _check_layout(buf: Buffer) -> None:
+    """The layout is a layout that fits the shape; a register array's uses
+    only `m` and thread axes and fits in a thread's local memory."""
+    if buf.layout is not None and not isinstance(buf.layout, ir.LayoutLit):
+        raise TilecError(
+            f"the layout of '{buf.name}' must be a layout such as S[...] or mma_shared_layout(...)",
+            buf.layout.span or buf.span,
+        )
+    if buf.scope != "local":
+        if buf.layout is not None:
+            to_layout(buf.layout, buf.shape)
+        return
+    layout = row_major(buf.shape) if buf.layout is None else to_layout(buf.layout, buf.shape)
+    axes = [it.axis for it in layout.shard + layout.replica] + [name for name, _ in layout.offset]
+    for axis in axes:
+        if axis in _TMEM_AXES:
+            raise TilecError(
+                f"the layout of register array '{buf.name}' places elements on tensor-memory axis "
+                f"'{axis}'; registers are laid out on m and thread axes",
+                buf.layout.span or buf.span,
+            )
+    nbytes = storage_size(layout) * buf.elem_bytes
+    if buf.is_root and nbytes > MAX_LOCAL_BYTES:
+        raise TilecError(
+            f"register array '{buf.name}' needs {nbytes} bytes per thread, more than the "
+            f"{MAX_LOCAL_BYTES // 1024} KiB of local memory a thread can have",
+            buf.span,
+        )
 
 
 def _check_call(call: ir.Call, syms: KernelSymbols, target: Target) -> None:

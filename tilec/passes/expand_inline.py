@@ -100,12 +100,12 @@ def expand_module(module: ir.Module, defines: dict) -> ir.Module:
         if h.name in env:
             raise TilecError(f"'{h.name}' is defined twice", h.span)
         env[h.name] = _Binding("helper", h)
-    everything = set(env) | _names(module)
+    everything = set(env) | names_in(module)
     kernels = tuple(_Expander(env, everything).kernel(k) for k in module.kernels)
     return attrs.evolve(module, consts=tuple(consts), helpers=(), kernels=kernels)
 
 
-def _names(node: ir.Node, skip_helper_bodies: bool = False) -> set:
+def names_in(node: ir.Node, skip_helper_bodies: bool = False) -> set:
     """Every name that occurs in `node`: referenced, bound or declared."""
     names = set()
 
@@ -114,7 +114,7 @@ def _names(node: ir.Node, skip_helper_bodies: bool = False) -> set:
             names.add(n.id)
         elif isinstance(n, ir.For):
             names.add(n.var)
-        elif isinstance(n, (ir.Param, ir.Meta, ir.InlineDef)):
+        elif isinstance(n, (ir.Param, ir.Meta, ir.InlineDef, ir.TensorMap)):
             names.add(n.name)
         if isinstance(n, ir.InlineDef):
             if skip_helper_bodies:
@@ -165,7 +165,7 @@ class _Expander:
     # -- statements --------------------------------------------------------
 
     def kernel(self, k: ir.Kernel) -> ir.Kernel:
-        self.outside = _names(k, skip_helper_bodies=True)
+        self.outside = names_in(k, skip_helper_bodies=True)
         env = dict(self.globals)
         params = []
         for p in k.params:

@@ -6,6 +6,14 @@ per (m, n, k) tile), so this runs after dispatch; after it, every register
 index the emitter sees is a literal, which is what lets a register array live
 in registers rather than local memory.  Nested unroll loops expand outside
 in, so an inner loop's bounds may use the outer index.
+
+The body of a loop is a scope of its own, run once per iteration, but the
+copies land side by side in the enclosing block.  So a name the body binds
+(`kp = s % 2`, or a mutable `acc: f32 = 0.0` declared in it) belongs to its
+iteration: when its value folds to a literal the literal replaces its uses
+(a plain binding only), otherwise each copy binds a fresh name.  A name
+declared before the loop is not bound by the body but updated (`x = x + 1`
+on a mutable scalar), and keeps its meaning across the copies.
 """
 from __future__ import annotations
 
@@ -14,7 +22,11 @@ import attrs
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
+from tilec.passes.dispatch.registry import NameGen
+from tilec.passes.expand_inline import names_in
 from tilec.passes.fold_constants import fold_block, fold_expr
+
+_LITERALS = (ir.Int, ir.Float, ir.Bool)
 
 
 class Unroll(Pass):
@@ -27,48 +39,123 @@ class Unroll(Pass):
 
 
 def unroll_module(module: ir.Module) -> ir.Module:
-    kernels = tuple(attrs.evolve(k, body=unroll_block(k.body)) for k in module.kernels)
+    kernels = tuple(
+        attrs.evolve(k, body=_Unroller(k).block(k.body, frozenset(p.name for p in k.params)))
+        for k in module.kernels
+    )
     return attrs.evolve(module, kernels=kernels)
 
 
-def unroll_block(stmts) -> tuple:
-    out = []
-    for s in stmts:
-        if isinstance(s, ir.For) and s.kind == "unroll":
-            out.extend(_expand(s))
+def _declared(s: ir.Stmt) -> set:
+    """The names `s` assigns: declared in its block, or updated when already
+    visible (the only other declarations, metas and tensor maps, are never
+    assigned to)."""
+    if isinstance(s, ir.Assign):
+        return {t.id for t in s.targets if isinstance(t, ir.Name)}
+    return set()
+
+
+class _Unroller:
+    """Expands one kernel's unroll loops; `visible` arguments are the names
+    declared before the statement in enclosing blocks."""
+
+    def __init__(self, kernel: ir.Kernel):
+        self.names = NameGen(names_in(kernel))
+
+    def block(self, stmts, visible) -> tuple:
+        visible = set(visible)
+        out = []
+        for s in stmts:
+            if isinstance(s, ir.For) and s.kind == "unroll":
+                new = self.expand(s, visible)
+            else:
+                new = [self.inside(s, visible)]
+            for n in new:
+                visible |= _declared(n)
+            out.extend(new)
+        return tuple(out)
+
+    def inside(self, s: ir.Stmt, visible: set) -> ir.Stmt:
+        changes = {}
+        inner = visible | {s.var} if isinstance(s, ir.For) else visible
+        for field in ("body", "then", "orelse"):
+            value = getattr(s, field, None)
+            if isinstance(value, tuple) and value:
+                block = self.block(value, inner)
+                changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
+        return attrs.evolve(s, **changes) if changes else s
+
+    def expand(self, loop: ir.For, visible: set) -> list:
+        bounds = []
+        for what, e in (("start", loop.start), ("stop", loop.stop), ("step", loop.step)):
+            value = fold_expr(e)
+            if not isinstance(value, ir.Int):
+                raise TilecError(
+                    f"the {what} of unroll loop '{loop.var}' must be a compile-time integer", e.span or loop.span
+                )
+            bounds.append(value.value)
+        start, stop, step = bounds
+        if step == 0:
+            raise TilecError(f"unroll loop '{loop.var}' has step 0", loop.step.span or loop.span)
+        _check_not_rebound(loop)
+        out = []
+        for i in range(start, stop, step):
+            body = tuple(_substitute(s, {loop.var: ir.Int(i)}) for s in loop.body)
+            out.extend(self.block(self.iteration(body, visible), visible))
+        return out
+
+    def iteration(self, stmts, visible: set) -> list:
+        """One copy of a loop body, folded, with the names it binds made its
+        own.  A substituted literal may decide an `if`, whose taken branch then
+        joins the copy (and its bindings with it)."""
+        visible = set(visible)
+        env: dict = {}
+        pending, out = list(stmts), []
+        while pending:
+            folded = fold_block((_substitute(pending.pop(0), env),))
+            if len(folded) != 1:
+                pending[:0] = folded
+                continue
+            (s,) = folded
+            if isinstance(s, ir.Assign):
+                s = self.bind(s, env, visible)
+                if s is None:
+                    continue
+            visible |= _declared(s)
+            out.append(s)
+        return out
+
+    def bind(self, s: ir.Assign, env: dict, visible: set):
+        """`s` with the names it binds (not `visible` ones) recorded in `env`:
+        a plain binding of a literal is dropped, any other renamed fresh.
+        None when nothing is left of it."""
+        single = len(s.targets) == 1
+        if single:
+            values = (s.value,)
+        elif isinstance(s.value, ir.TupleExpr) and len(s.value.items) == len(s.targets):
+            values = s.value.items
         else:
-            out.append(_unroll_inside(s))
-    return tuple(out)
-
-
-def _unroll_inside(s: ir.Stmt) -> ir.Stmt:
-    changes = {}
-    for field in ("body", "then", "orelse"):
-        value = getattr(s, field, None)
-        if isinstance(value, tuple) and value:
-            block = unroll_block(value)
-            changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
-    return attrs.evolve(s, **changes) if changes else s
-
-
-def _expand(loop: ir.For) -> list:
-    bounds = []
-    for what, e in (("start", loop.start), ("stop", loop.stop), ("step", loop.step)):
-        value = fold_expr(e)
-        if not isinstance(value, ir.Int):
-            raise TilecError(
-                f"the {what} of unroll loop '{loop.var}' must be a compile-time integer", e.span or loop.span
-            )
-        bounds.append(value.value)
-    start, stop, step = bounds
-    if step == 0:
-        raise TilecError(f"unroll loop '{loop.var}' has step 0", loop.step.span or loop.span)
-    _check_not_rebound(loop)
-    out = []
-    for i in range(start, stop, step):
-        body = tuple(_substitute(s, loop.var, i) for s in loop.body)
-        out.extend(unroll_block(fold_block(body)))
-    return out
+            values = None  # one value unpacked into several names: rename only
+        targets, kept = [], []
+        for k, t in enumerate(s.targets):
+            value = values[k] if values is not None else None
+            if isinstance(t, ir.Name) and t.id not in visible:
+                if s.type is None and isinstance(value, _LITERALS):
+                    env[t.id] = value
+                    continue
+                t = ir.Name(self.names.fresh(t.id), span=t.span)
+                env[s.targets[k].id] = t
+            targets.append(t)
+            kept.append(value)
+        if not targets:
+            return None
+        if values is None:
+            value = s.value
+        elif len(kept) == 1:
+            value = kept[0]
+        else:
+            value = attrs.evolve(s.value, items=tuple(kept))
+        return attrs.evolve(s, targets=tuple(targets), value=value)
 
 
 def _check_not_rebound(loop: ir.For) -> None:
@@ -88,10 +175,14 @@ def _check_not_rebound(loop: ir.For) -> None:
                         raise TilecError(f"cannot assign to the unroll variable '{loop.var}'", item.span)
 
 
-def _substitute(s: ir.Stmt, var: str, value: int) -> ir.Stmt:
+def _substitute(s: ir.Stmt, env: dict) -> ir.Stmt:
+    """`s` with each name in `env` replaced by its value (at the use's span)."""
+    if not env:
+        return s
+
     def fn(node):
-        if isinstance(node, ir.Name) and node.id == var:
-            return ir.Int(value, span=node.span)
+        if isinstance(node, ir.Name) and node.id in env:
+            return attrs.evolve(env[node.id], span=node.span)
         return node
 
     return visit.transform(s, fn)

@@ -109,11 +109,14 @@ class NameGen:
 class DispatchContext:
     """What a variant may consult besides the call: the target, the kernel's
     symbol information (`tilec.compiler.symbols`; buffers' scope, dtype, shape,
-    layout), and the generator of fresh names."""
+    layout), the generator of fresh names, and the conditions the call runs
+    under (`guards`, outermost first; an `else` branch contributes `not cond`),
+    which tell a warp-collective lowering whether every lane takes part."""
 
     target: Target
     symbols: object = None
     names: NameGen = attrs.field(factory=NameGen)
+    guards: tuple = ()  # of ir.Expr
 
     def fresh(self, hint: str) -> str:
         return self.names.fresh(hint)

@@ -24,6 +24,7 @@ from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.symbols import (
     DYN_ARENA,
+    VALUE_TYPES,
     Buffer,
     KernelSymbols,
     analyze_kernel,
@@ -32,6 +33,7 @@ from tilec.compiler.symbols import (
 )
 from tilec.compiler.targets import Target
 from tilec.passes.emit_ptx.addressing import Addressing
+from tilec.passes.emit_ptx.debug_hangs import HangGuard
 from tilec.passes.emit_ptx.expressions import Expressions
 from tilec.passes.emit_ptx.intrinsic_emit import IntrinsicCalls
 from tilec.passes.emit_ptx.metadata import kernel_meta, module_meta
@@ -47,19 +49,21 @@ class EmitPTX(Pass):
     provides = frozenset({"ptx"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        ptx, meta = emit_module(module, ctx.target)
+        ptx, meta = emit_module(module, ctx.target, debug_hangs=ctx.options.debug_hangs)
         ctx.artifacts["ptx"] = ptx
         ctx.artifacts["meta"] = meta
         return module
 
 
-def emit_module(module: ir.Module, target: Target):
-    """(PTX text, kernel.json dict) for every kernel of a lowered module."""
+def emit_module(module: ir.Module, target: Target, debug_hangs: bool = False):
+    """(PTX text, kernel.json dict) for every kernel of a lowered module;
+    `debug_hangs` bounds the mbarrier waits (see `debug_hangs.py`)."""
     entries, metas = [], []
     uses_dyn = False
+    hang_guard = HangGuard() if debug_hangs else None
     for k in module.kernels:
         syms = analyze_kernel(k, module, target)
-        emitter = KernelEmitter(syms, target)
+        emitter = KernelEmitter(syms, target, hang_guard)
         entries.append(emitter.emit())
         uses_dyn = uses_dyn or emitter.uses_dyn
         metas.append(kernel_meta(syms))
@@ -72,6 +76,8 @@ def emit_module(module: ir.Module, target: Target):
     ]
     if uses_dyn:
         head += [f".extern .shared .align 1024 .b8 {DYN_SMEM}[];", ""]
+    if hang_guard is not None:
+        head += hang_guard.declarations()
     return "\n".join(head + entries) + "\n", module_meta(target, metas)
 
 
@@ -94,9 +100,10 @@ class KernelEmitter(Expressions, Addressing, IntrinsicCalls):
     scoped name bindings (`env`), each buffer's base address (`bases`) and
     the registers of each register array (`reg_arrays`)."""
 
-    def __init__(self, syms: KernelSymbols, target: Target):
+    def __init__(self, syms: KernelSymbols, target: Target, hang_guard: Optional[HangGuard] = None):
         self.syms = syms
         self.target = target
+        self.hang_guard = hang_guard  # set under --debug-hangs
         self.kernel = syms.kernel
         self.regs = Registers()
         self.lines: List[str] = []
@@ -434,6 +441,12 @@ class KernelEmitter(Expressions, Addressing, IntrinsicCalls):
                 self.bases[buf.name] = base
             else:
                 t = value_type_of_dtype(buf.dtype)
+                if t not in VALUE_TYPES:
+                    raise TilecError(
+                        f"register array '{buf.name}' cannot hold {buf.dtype}: registers hold scalar "
+                        f"values, and {buf.dtype} elements are not scalar values",
+                        buf.span,
+                    )
                 self.reg_arrays[buf.name] = [Operand(self.regs.new(t), t) for _ in range(root_slots)]
             return
         root = self.syms.buffer(buf.storage)

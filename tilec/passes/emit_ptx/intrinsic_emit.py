@@ -20,9 +20,10 @@ from tilec.passes.emit_ptx.registers import Operand
 class EmitAPI:
     """What a row's emit function sees as `e` (see `tilec.compiler.intrinsics`)."""
 
-    def __init__(self, k):
+    def __init__(self, k, span=None):
         self._k = k
         self.target = k.target
+        self._span = span  # the call's, for --debug-hangs messages
 
     def line(self, text: str) -> None:
         self._k.line(text)
@@ -33,6 +34,18 @@ class EmitAPI:
 
     def label(self, stem: str) -> str:
         return self._k.regs.label(stem)
+
+    def wait_loop(self, poll: str, done: str, addr, phase) -> None:
+        """Repeat the PTX line `poll` until it sets the predicate `done` (a
+        wait on `phase` of the mbarrier at `addr`).  Under --debug-hangs the
+        loop is bounded and reports where it hung (`debug_hangs`)."""
+        if self._k.hang_guard is not None:
+            self._k.hang_guard.wait_loop(self._k, poll, done, addr, phase, self._span)
+            return
+        loop = self.label("wait")
+        self.line(f"{loop}:")
+        self.line(poll)
+        self.line(f"@!{done} bra {loop};")
 
     def pack_b32(self, lo, hi) -> str:
         """Two 16-bit registers as one b32 register (lo in bits 0-15)."""
@@ -68,7 +81,7 @@ class IntrinsicCalls:
             if isinstance(row.emit, str):
                 self.line(row.emit.format(**fields))
             else:
-                row.emit(EmitAPI(self), SimpleNamespace(**fields))
+                row.emit(EmitAPI(self, call.span), SimpleNamespace(**fields))
         except TilecError as err:  # a row's own check, located at the call
             raise err.with_span(call.span)
         for target, reg in writebacks:

@@ -1,0 +1,140 @@
+"""The dispatch pass: where it sits in the pipeline, what its output looks
+like (ordinary IR that prints and parses back, located at the call), how
+errors are located, and which conditions around a call count as leaving
+threads out."""
+import numpy as np
+import pytest
+
+from ptx_sim import Kernel
+from tilec.compiler import ir, visit
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.passmanager import Options
+from tilec.compiler.pipeline import compile_source, pass_manager
+from tilec.compiler.printer import print_module
+from tilec.grammar.parser import parse
+from tilec.passes.dispatch.operands import difference
+
+FRAG = "S[(2, 8, 4, 2) : (2, 4@laneid, 1@laneid, 1)]"
+
+
+def dispatched(text, target="sm_90a"):
+    return compile_source(text, "k.tile", target=target, options=Options(stop_after="dispatch")).module
+
+
+def error(text, target="sm_90a"):
+    with pytest.raises(TilecError) as err:
+        compile_source(text, "k.tile", target=target)
+    return err.value
+
+
+def test_pipeline_order():
+    names = pass_manager().names
+    assert names[-3:] == ["dispatch", "unroll", "emit-ptx"]
+    assert names.index("plan-tma") < names.index("dispatch")
+
+
+BLOCK_COPY = """
+kernel k(A: f16[128, 32], B: f16[128, 32]):
+    cta_id([1])
+    tid = thread_id([64])
+    i = 3
+    Sm = alloc((32, 32), f16, scope="shared", layout=mma_shared_layout(f16, 2, (32, 32)))
+    for k in range(4):
+        cta.copy(Sm, A[k * 32 : k * 32 + 32, :])
+        cuda.cta_sync()
+        if k % 2 == 0:
+            cta.copy(B[k * 32 : (k + 1) * 32, 0:32], Sm)
+        else:
+            copy(B[k * 32 + tid // 2, tid % 2 * 16 : tid % 2 * 16 + 16], Sm[tid // 2, tid % 2 * 16 : tid % 2 * 16 + 16])
+        cuda.cta_sync()
+"""
+
+
+def test_lowered_ir_round_trips_and_is_located_at_the_call():
+    m = dispatched(BLOCK_COPY)
+    assert parse(print_module(m), "again.tile") == m
+    calls = [n for n in visit.walk(m) if isinstance(n, ir.Call) and n.func == "copy_vec"]
+    assert calls and {c.span.line for c in calls} == {8, 11, 13}
+
+
+def test_fresh_names_avoid_the_kernel_s_names():
+    m = dispatched(BLOCK_COPY)
+    loops = [n.var for n in visit.walk(m) if isinstance(n, ir.For) and n.kind == "unroll"]
+    assert loops and "i" not in loops and "k" not in loops and len(set(loops)) == len(loops)
+
+
+def test_copies_in_loops_and_branches_with_run_time_starts():
+    r = compile_source(BLOCK_COPY, "k.tile")
+    a, b = np.random.default_rng(0).standard_normal((128, 32)).astype(np.float16), np.full((128, 32), np.nan, np.float16)
+    Kernel(r.ptx, "k").run({"A": a, "B": b})
+    np.testing.assert_array_equal(b, a)
+
+
+def test_extents_must_be_compile_time():
+    err = error("""
+kernel k(A: f16[64], n: i32):
+    cta_id([1])
+    tid = thread_id([32])
+    Sm = alloc((64,), f16, scope="shared")
+    cta.copy(Sm[0:n], A[0:n])
+""")
+    assert err.message == "the extent of dim 0 of region 'Sm[0:n]' must be a compile-time integer (the slice runs from '0' to 'n')"
+    assert (err.span.line, err.span.col) == (6, 17)
+
+
+@pytest.mark.parametrize(
+    "stop, start, extent",
+    [("k * 64 + 64", "k * 64", 64), ("(k + 1) * 16", "k * 16", 16), ("2 * k + 8", "k + k", 8), ("n", "0", None),
+     ("k * k + 1", "k * k", 1), ("4 * (k // 2)", "k // 2", None)],
+)
+def test_extent_arithmetic(stop, start, extent):
+    def e(text):
+        return parse(f"const C = {text}\n", "c.tile").consts[0].value
+
+    assert difference(e(stop), e(start)) == extent
+
+
+def test_unknown_variant_is_located():
+    err = error("""
+kernel k(A: f16[64]):
+    cta_id([1])
+    tid = thread_id([32])
+    Sm = alloc((64,), f16, scope="shared")
+    cta.copy(Sm, A, dispatch="bulk")
+""")
+    assert err.message.startswith("unknown variant 'bulk' of 'copy' (known: ")
+    assert (err.span.line, err.span.col) == (6, 5)
+
+
+# --------------------------------------------------------------------------
+# Conditions that leave threads out
+# --------------------------------------------------------------------------
+
+GUARDED = f"""
+kernel k(A: f32[16, 8]):
+    cta_id([1])
+    wid = warp_id([2])
+    lane = lane_id([32])
+    D_f = alloc((16, 8), f32, scope="local", layout={FRAG})
+    half = lane // 16
+    CODE
+"""
+
+
+@pytest.mark.parametrize(
+    "code, guard",
+    [
+        ("if half == 0:\n        warp.copy(A, D_f)", "half == 0"),
+        ("if lane == 3:\n        pass\n    else:\n        warp.copy(A, D_f)", "not lane == 3"),
+        ("for r in range(lane):\n        warp.copy(A, D_f)", "0 < lane"),
+        ("while half < 1:\n        warp.copy(A, D_f)", "half < 1"),
+    ],
+)
+def test_lane_dependent_conditions_leave_lanes_out(code, guard):
+    err = error(GUARDED.replace("CODE", code))
+    assert f"rejected by whole_scope: the copy is at warp scope but runs under '{guard}'" in err.message
+
+
+def test_warp_conditions_keep_whole_warps():
+    text = GUARDED.replace("CODE", "if wid == 1:\n        warp.copy(A, D_f)")
+    assert "st.global.v2.b32" in compile_source(text, "k.tile").ptx

@@ -1,0 +1,120 @@
+"""Internal errors found by tools/fuzz.py, each as the smallest program that
+showed it.  Every one must now end in a located `TilecError`, in well under
+the fuzzer's time limit."""
+import signal
+import textwrap
+from contextlib import contextmanager
+
+import pytest
+
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.pipeline import compile_source
+
+
+class _TooSlow(Exception):
+    pass
+
+
+@contextmanager
+def _within(seconds: float):
+    def alarm(signum, frame):
+        raise _TooSlow(f"compiling took more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def located_error(text: str, target: str = "sm_90a") -> TilecError:
+    text = textwrap.dedent(text).strip() + "\n"
+    with _within(5), pytest.raises(TilecError) as info:
+        compile_source(text, "regression.tile", target=target)
+    err = info.value
+    assert err.span is not None, err.message
+    return err
+
+
+@pytest.mark.parametrize("dtype", ["e2m1", "e4m3", "e5m2", "ue8m0", "tf32"])
+def test_register_array_of_a_storage_only_dtype(dtype):
+    """KeyError in the emitter's register classes (seed 11, input 4445)."""
+    err = located_error(
+        f"""
+        kernel k(A: u8[256]):
+            r = alloc_local((4,), {dtype})
+        """,
+        target="sm_80",
+    )
+    assert dtype in err.message and err.span.line == 2
+
+
+def test_huge_register_array():
+    """The emitter made one register per element of 2**31 (seed 11, input 4013)."""
+    err = located_error(
+        """
+        kernel k(A: f16[128]):
+            r = alloc_local((2147483647,), u8)
+        """
+    )
+    assert err.span.line == 2 and "512 KiB" in err.message
+
+
+@pytest.mark.parametrize("stride", [65535, 2**31])
+def test_register_layout_spanning_a_huge_storage(stride):
+    """Dispatch listed every storage slot of a fragment layout with a huge
+    stride: MemoryError, or minutes (seed 13, inputs 751 and 6355)."""
+    err = located_error(
+        f"""
+        kernel k(A: f32[16, 8]):
+            cta_id([1])
+            lane = lane_id([32])
+            D = alloc((16, 8), f32, scope="local", layout=S[(2, 8, 4, 2) : ({stride}, 4@laneid, 1@laneid, 1)])
+            warp.fill(D, 0.0)
+        """,
+        target="sm_80",
+    )
+    assert err.span.line in (4, 5)  # the layout (too big to exist) or the fill (too big for registers)
+
+
+def test_register_layout_on_tensor_memory_axes():
+    """IndexError in dispatch's register storage, and element accesses that
+    silently ignored the TLane step (seed 13, input 7867)."""
+    err = located_error(
+        """
+        kernel k(A: f32[64]):
+            cta_id([1])
+            lane = lane_id([32])
+            r = alloc_local((4,), f32, layout=S[4 : 1@TLane])
+            r[1] = 2.0
+        """
+    )
+    assert err.span.line == 4 and "'TLane'" in err.message
+
+
+def test_layout_that_is_not_a_layout():
+    """`S[..] + S[..]` is an addition of two layouts, not a layout:
+    AttributeError in dispatch (seed 13, input 4479)."""
+    err = located_error(
+        """
+        kernel k(A: u8[32, 16]):
+            cta_id([1])
+            s = alloc((32, 16), u8, scope="shared", layout=S[(32, 16) : (16, 1)] + S[(2, 2) : (1, 2)])
+            cta.copy(s[:, :], A[:, :])
+        """
+    )
+    assert err.span.line == 3 and "must be a layout" in err.message
+
+
+@pytest.mark.parametrize("dtype", ["tf32", "e4m3", "e2m1"])
+def test_mutable_scalar_of_a_storage_only_dtype(dtype):
+    """KeyError in the emitter's register widths (seed 12, input 2630)."""
+    err = located_error(
+        f"""
+        kernel k(A: f32[4]):
+            x: {dtype} = 0
+        """
+    )
+    assert dtype in err.message and err.span.line == 2

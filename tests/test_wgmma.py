@@ -1,0 +1,298 @@
+"""gemm_async -> wgmma (sm_90a) and the warpgroup stmatrix epilogue copy.
+
+The numbers come from the PTX simulator with the wgmma model of
+tests/wgmma_ptx_sim.py (written from the PTX ISA, not from the lowering):
+operands are copied into shared memory with every swizzle mode, multiplied
+by the lowered wgmmas and compared with numpy.  The rest pins what the
+lowering writes and what it refuses."""
+import re
+
+import numpy as np
+import pytest
+
+import wgmma_ptx_sim
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.passmanager import Options
+from tilec.compiler.pipeline import compile_source
+from tilec.compiler.printer import print_module
+from tilec.runtime.assemble import assemble
+
+# A, B copied to swizzled shared tiles, C = A @ B^T accumulated in registers
+# in the wgmma fragment layout, stored as f32.
+GEMM = """
+target sm_90a
+const M = 128
+const N = 128
+const K = 64
+const MODE = SWIZZLE_128B_ATOM
+const ACC = S[(M // 64, 4, 2, 8, N // 8, 4, 2) : (N // 2, 32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]
+
+kernel gemm(A: f16[M, K], B: f16[N, K], D: f32[M, N]):
+    cta_id([1])
+    tid = thread_id([128])
+    pool = smem_pool()
+    Asmem = pool.alloc((M, K), f16, layout=mma_shared_layout(f16, MODE, (M, K)))
+    Bsmem = pool.alloc((N, K), f16, layout=mma_shared_layout(f16, MODE, (N, K)))
+    pool.commit()
+    acc = alloc_local((M, N), f32, layout=ACC)
+    copy(Asmem[:, :], A[:, :])
+    copy(Bsmem[:, :], B[:, :])
+    ptx.fence.proxy_async("shared::cta")
+    cuda.cta_sync()
+    gemm_async(acc[:, :], Asmem[:, :], Bsmem[:, :])
+    ptx.wgmma.commit_group()
+    ptx.wgmma.wait_group(0)
+    copy(D[:, :], acc[:, :])
+"""
+
+# A in registers (the wgmma A fragment, K / 16 steps of 8 values), B from a
+# stage of a two-stage ring picked at run time, two calls accumulating.
+GEMM_RS = """
+target sm_90a
+const M = 64
+const N = 64
+const K = 32
+const ACC = S[(M // 64, 4, 2, 8, N // 8, 4, 2) : (N // 2, 32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]
+const A_FRAG = S[(M // 64, 4, 2, 8, K // 16, 2, 4, 2) : (K // 2, 32@tid_in_wg, 2, 4@tid_in_wg, 8, 4, 1@tid_in_wg, 1)]
+
+kernel gemm(A: f16[M, K], B: f16[N, K], D: f32[M, N], stage: i32):
+    cta_id([1])
+    tid = thread_id([128])
+    pool = smem_pool()
+    Bsmem = pool.alloc((2, N, K), f16, layout=mma_shared_layout(f16, SWIZZLE_64B_ATOM, (2, N, K)))
+    pool.commit()
+    acc = alloc_local((M, N), f32, layout=ACC)
+    afrag = alloc_local((M, K), f16, layout=A_FRAG)
+    copy(afrag[:, :], A[:, :])
+    copy(Bsmem[stage, :, :], B[:, :])
+    ptx.fence.proxy_async("shared::cta")
+    cuda.cta_sync()
+    gemm_async(acc[:, :], afrag[:, :], Bsmem[stage, :, :], accum=False)
+    gemm_async(acc[:, :], afrag[:, :], Bsmem[stage, :, :], accum=stage >= 0)
+    ptx.wgmma.commit_group()
+    ptx.wgmma.wait_group(0)
+    copy(D[:, :], acc[:, :])
+"""
+
+# The epilogue: accumulator -> f16 registers -> shared (stmatrix) -> global.
+EPILOGUE = """
+target sm_90a
+const M = 128
+const N = 40
+const K = 32
+const ACC = S[(M // 64, 4, 2, 8, N // 8, 4, 2) : (N // 2, 32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]
+
+kernel gemm(A: f16[M, K], B: f16[N, K], D: f16[M, N]):
+    cta_id([1])
+    wid = warp_id_in_wg([4])
+    lane = lane_id([32])
+    pool = smem_pool()
+    Asmem = pool.alloc((M, K), f16, layout=mma_shared_layout(f16, SWIZZLE_64B_ATOM, (M, K)))
+    Bsmem = pool.alloc((N, K), f16, layout=mma_shared_layout(f16, SWIZZLE_64B_ATOM, (N, K)))
+    Dsmem = pool.alloc((M, N), f16, layout=mma_shared_layout(f16, SWIZZLE_NONE, (M, N)))
+    pool.commit()
+    acc = alloc_local((M, N), f32, layout=ACC)
+    acc16 = alloc_local((M, N), f16, layout=ACC)
+    copy(Asmem[:, :], A[:, :])
+    copy(Bsmem[:, :], B[:, :])
+    ptx.fence.proxy_async("shared::cta")
+    cuda.cta_sync()
+    gemm_async(acc[:, :], Asmem[:, :], Bsmem[:, :])
+    ptx.wgmma.commit_group()
+    ptx.wgmma.wait_group(0)
+    cast(acc16[:, :], acc[:, :])
+    copy(Dsmem[:, :], acc16[:, :])
+    cuda.cta_sync()
+    copy(D[:, :], Dsmem[:, :])
+"""
+
+
+def build(text, **defines):
+    result = compile_source(text, "t.tile", defines=defines)
+    assemble(result.ptx, "sm_90a")
+    return result
+
+
+def dispatched(text, **defines) -> str:
+    return print_module(compile_source(text, "t.tile", defines=defines,
+                                       options=Options(stop_after="dispatch")).module)
+
+
+def inputs(m, n, k, dtype=np.float16, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((m, k)).astype(dtype), rng.standard_normal((n, k)).astype(dtype)
+
+
+def relative_error(d, ref) -> float:
+    return float(np.linalg.norm(d.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+def simulate(text, m, n, k, extra=(), out=np.float32, **defines):
+    r = build(text, M=m, N=n, K=k, **defines)
+    A, B = inputs(m, n, k)
+    D = np.full((m, n), np.nan, out)
+    args = {"A": A, "B": B, "D": D}
+    args.update(extra)
+    wgmma_ptx_sim.run(r.ptx, r.meta, args)
+    return A.astype(np.float64) @ B.astype(np.float64).T, D, r
+
+
+# --------------------------------------------------------------------------
+# What the lowering writes
+# --------------------------------------------------------------------------
+
+
+def test_descriptors_and_k_steps():
+    """128x64 K-major 128B tiles: LBO 64 (unused), SBO 1024 B, swizzle 3 --
+    seed 000's (64, 64, 3); each K step of 16 moves the start 32 bytes (+2),
+    the second 64-row block of A 8 KB (+512)."""
+    ir = dispatched(GEMM)
+    assert "ptx.wgmma.encode_matrix_descriptor(Asmem.ptr_to([0, 0]), 64, 64, 3)" in ir
+    assert "ptx.wgmma.encode_matrix_descriptor(Bsmem.ptr_to([0, 0]), 64, 64, 3)" in ir
+    calls = re.findall(r"ptx\.wgmma\.mma_async\(\((acc\[\d+, \d+\]).*?\), (wgmma_desc_a[^,]*), "
+                       r"(wgmma_desc_b[^,]*), (\w+), n=128, dtype=f16\)", ir)
+    assert [(c[1], c[2], c[3]) for c in calls] == [
+        ("wgmma_desc_a", "wgmma_desc_b", "False"),
+        ("wgmma_desc_a + 512", "wgmma_desc_b", "False"),
+        ("wgmma_desc_a + 2", "wgmma_desc_b + 2", "True"),
+        ("wgmma_desc_a + 514", "wgmma_desc_b + 2", "True"),
+        ("wgmma_desc_a + 4", "wgmma_desc_b + 4", "True"),
+        ("wgmma_desc_a + 516", "wgmma_desc_b + 4", "True"),
+        ("wgmma_desc_a + 6", "wgmma_desc_b + 6", "True"),
+        ("wgmma_desc_a + 518", "wgmma_desc_b + 6", "True"),
+    ]
+    assert [c[0] for c in calls[:2]] == ["acc[0, 0]", "acc[64, 0]"]  # register 0 of each m64 block
+    assert ir.index("ptx.wgmma.fence()") < ir.index("ptx.wgmma.mma_async")
+
+
+def test_ptx_has_the_instructions():
+    ptx = build(GEMM, N=256, M=64).ptx
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {") == 4
+    assert ptx.count("wgmma.fence.sync.aligned;") == 1
+    bf = build(GEMM.replace("f16", "bf16"), N=24).ptx
+    assert bf.count("wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 {") == 8
+
+
+def test_n_over_256_is_cut_into_equal_instructions():
+    ptx = build(GEMM, M=64, N=384, K=16, MODE="SWIZZLE_32B_ATOM").ptx
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16") == 2
+
+
+# --------------------------------------------------------------------------
+# What it computes (simulated)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m, n, k, mode", [
+    (128, 128, 64, "SWIZZLE_128B_ATOM"),
+    (64, 64, 64, "SWIZZLE_64B_ATOM"),
+    (64, 32, 32, "SWIZZLE_32B_ATOM"),
+    (64, 24, 32, "SWIZZLE_NONE"),
+    (192, 8, 16, "SWIZZLE_NONE"),
+    (64, 384, 32, "SWIZZLE_64B_ATOM"),
+])
+def test_simulated_gemm(m, n, k, mode):
+    ref, D, _ = simulate(GEMM, m, n, k, MODE=mode)
+    assert relative_error(D, ref) < 1e-6
+
+
+def test_simulated_bf16():
+    r = build(GEMM.replace("f16", "bf16"), M=64, N=48, K=64)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((48, 64)).astype(np.float32)
+    A, B = ((x.view(np.uint32) >> 16).astype(np.uint16) for x in (a, b))
+    D = np.zeros((64, 48), np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D})
+    exact = lambda u: (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)  # noqa: E731
+    assert relative_error(D, exact(A) @ exact(B).T) < 1e-6
+
+
+def test_a_from_registers_runtime_stage_and_accumulation():
+    r = build(GEMM_RS)
+    assert r.ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16") == 4
+    A, B = inputs(64, 64, 32, seed=2)
+    D = np.zeros((64, 64), np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "stage": 1})
+    ref = A.astype(np.float64) @ B.astype(np.float64).T
+    assert relative_error(D, 2 * ref) < 1e-6  # accum=False, then accum=True
+
+
+def test_epilogue_stores_the_fragment_with_stmatrix():
+    ref, D, r = simulate(EPILOGUE, 128, 40, 32, out=np.float16)
+    assert relative_error(D, ref) < 1e-3
+    # 40 columns: two x4 (16 columns each) and one x2 per 64-row block and warp
+    assert r.ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 4
+    assert r.ptx.count("stmatrix.sync.aligned.m8n8.x2.shared.b16") == 2
+
+
+# --------------------------------------------------------------------------
+# What it refuses
+# --------------------------------------------------------------------------
+
+
+def rejected(text, message, **defines):
+    with pytest.raises(TilecError, match=message) as err:
+        compile_source(text, "t.tile", defines=defines, options=Options(stop_after="dispatch"))
+    return err.value
+
+
+CALL = "gemm_async(acc[:, :], Asmem[:, :], Bsmem[:, :])"
+
+
+@pytest.mark.parametrize("old, new, message", [
+    (CALL, "if tid < 32:\n        warp." + CALL, "must be made by one whole warpgroup .wg scope., not at warp scope"),
+    (CALL, "if tid == 0:\n        " + CALL, "not at thread scope"),
+    (CALL, "if tid < 64:\n        wg." + CALL, "runs under 'tid < 64'"),
+    (CALL, CALL.replace(")", ", cta_group=2)"), "wgmma runs in one CTA"),
+    (CALL, CALL.replace(")", ", SFA=acc)"), "wgmma takes no SFA"),
+    (CALL, "gemm_async(acc[:, :], A[:, :], Bsmem[:, :])", "A 'A' must be in shared memory or registers, not global"),
+    (CALL, "gemm_async(acc[:, :], Asmem[:, :], B[:, :])", "B 'B' must be in shared memory, not global"),
+    (CALL, "gemm_async(Asmem[:, 0:64], Asmem[:, :], Bsmem[:, :])", "must be a register .local. buffer"),
+    (CALL, "gemm_async(acc[0:64, :], Asmem[0:64, :], Bsmem[0:64, :])", r"C 64x128 = A 64x64 @ B\^T with B 64x64"),
+])
+def test_rejected_calls(old, new, message):
+    rejected(GEMM.replace(CALL, new), message)
+
+
+def test_rejected_shapes_and_dtypes():
+    rejected(GEMM.replace(CALL, "gemm_async(acc[0:32, :], Asmem[0:32, :], Bsmem[:, :])"),
+             r"M \(32\) must be a multiple of 64")
+    rejected(GEMM.replace(CALL, "gemm_async(acc[:, 0:12], Asmem[:, :], Bsmem[0:12, :])"),
+             r"N \(12\) must be a multiple of 8")
+    rejected(GEMM, r"K \(8\) must be a multiple of 16", K=8, MODE="SWIZZLE_NONE")
+    rejected(GEMM.replace("f16", "f32"), "wgmma here multiplies f16 or bf16, got A f32", MODE="SWIZZLE_NONE")
+    rejected(GEMM.replace("acc = alloc_local((M, N), f32", "acc = alloc_local((M, N), f16")
+             .replace("D: f32[M, N]", "D: f16[M, N]"), "the accumulator must be f32, got f16")
+    mixed = GEMM.replace("Bsmem = pool.alloc((N, K), f16, layout=mma_shared_layout(f16",
+                         "Bsmem = pool.alloc((N, K), bf16, layout=mma_shared_layout(bf16").replace("B: f16", "B: bf16")
+    rejected(mixed, "A and B must have one dtype, got f16 and bf16")
+
+
+def test_rejected_layouts():
+    # B stored N-contiguous (MN-major): not a layout this lowering reads
+    mn_major = GEMM.replace("layout=mma_shared_layout(f16, MODE, (N, K))", "layout=S[(N, K) : (1, N)]")
+    rejected(mn_major, "B 'Bsmem' must be K-major")
+    # an accumulator in plain row-major registers per thread is no wgmma fragment
+    row_major = GEMM.replace("layout=ACC", "layout=S[(M, N) : (N, 1)]").replace(CALL, "wg." + CALL)
+    rejected(row_major, "wgmma +10 +declined: register buffer 'acc'")
+    # rows of the accumulator swapped between warps
+    swapped = GEMM.replace("2, 4@tid_in_wg, 4, 1@tid_in_wg, 1", "2, 1@tid_in_wg, 4, 8@tid_in_wg, 1")
+    rejected(swapped, "is not in the wgmma fragment layout")
+    # a tile starting inside a 128B swizzle atom
+    rejected(GEMM.replace("Asmem[:, :], Bsmem", "Asmem[4:68, :], Bsmem").replace("acc[:, :], Asmem", "acc[0:64, :], Asmem"),
+             "does not start on a 1024-byte boundary")
+
+
+def test_one_instruction_is_at_most_n256():
+    """gemm_async cuts a wider N into instructions (above); the instruction
+    itself refuses N over 256 or not a multiple of 8."""
+    for n, message in ((264, "got 264"), (20, "got 20")):
+        text = f"""
+kernel k(D: f32[4]):
+    cta_id([1])
+    thread_id([128])
+    acc = alloc_local(({n // 2},), f32)
+    ptx.wgmma.mma_async(({", ".join(f"acc[{i}]" for i in range(n // 2))}), 0, 0, False, n={n}, dtype=f16)
+"""
+        with pytest.raises(TilecError, match=f"wgmma m64nNk16 needs N a multiple of 8 in \\[8, 256\\], {message}"):
+            compile_source(text, "k.tile")

@@ -1,0 +1,206 @@
+"""Hopper's warpgroup instructions for the PTX simulator (tests/ptx_sim.py):
+wgmma, stmatrix and setmaxnreg, on top of the TMA and mbarrier model of
+tests/tma_ptx_sim.py, so that the sm_90a GEMM kernels run, element by
+element, on a machine without a GPU.
+
+The model is written from the PTX ISA, independently of the lowering it
+checks (tilec/passes/dispatch/gemm_async/wgmma.py):
+
+- a shared matrix descriptor (9.7.15.5.1.2) is decoded bit by bit -- start
+  address bits 0-13, LBO 16-29, SBO 32-45 (all >> 4), swizzle 62-63 (0
+  none, 1 128B, 2 64B, 3 32B) -- and element (r, k) of a K-major operand
+  is read where the canonical layout puts it: 8-row core groups SBO apart,
+  rows 16 bytes apart without swizzle (K halves LBO apart) or one swizzle
+  row (32/64/128 bytes) apart with it, the 16-byte chunks of the absolute
+  address XOR-ed with its 128-byte line index;
+- the accumulator fragment of m64nNk16 (the ISA's figure for D): value i of
+  thread t = 32 w + l is row 16 w + l / 4 + 8 ((i / 2) % 2), column
+  8 (i / 4) + 2 (l % 4) + i % 2; the A register fragment is the same with
+  N = 16, two 16-bit values per 32-bit register, the lower one first;
+- stmatrix.m8n8: lane l gives the address of row l % 8 of matrix l / 8; the
+  row's 8 elements come from lanes 4 r ... 4 r + 3 (two each, in the
+  register of that matrix).
+
+A wgmma reading only shared memory runs when each thread issues it (its
+results are the thread's own registers and nothing else depends on other
+threads); that is one legal schedule of the asynchronous instruction, so
+commit_group and wait_group do nothing.  Collective instructions whose
+inputs are other threads' registers (stmatrix, wgmma with A in registers)
+gather every participant's operands: each thread deposits its own and ends
+its turn, and the last of the warp (warpgroup) to arrive executes the
+instruction for all of them.  A failed mbarrier.try_wait also ends the
+thread's turn, so that a producer and its consumers take turns.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ptx_sim import YIELD, Kernel
+from tma_ptx_sim import TmaModel
+
+_MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(f16|bf16)\.(f16|bf16)$")
+_NP = {"f16": np.float16}
+
+
+def run(ptx: str, meta: dict, args: dict, ctas=None, kernel: str = None, max_steps: int = 20_000_000) -> int:
+    """Simulate the kernel of kernel.json `meta` (or the one named) over
+    numpy `args` (updated in place); returns the instructions executed."""
+    entry = meta["kernels"][0] if kernel is None else next(k for k in meta["kernels"] if k["name"] == kernel)
+    model = HopperModel(TmaModel(entry.get("tensormaps", [])))
+    k = Kernel(ptx, entry["name"], extension=model)
+    steps = k.run(args, grid=entry["grid"], ctas=ctas, dynamic_smem=entry["dynamic_smem"], max_steps=max_steps)
+    assert not model.pending, f"collective instructions some threads never reached: {sorted(model.pending)}"
+    return steps
+
+
+def fragment(t: int, i: int) -> tuple:
+    """(row, column) of accumulator value i of warpgroup thread t."""
+    w, lane = divmod(t, 32)
+    return 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
+
+
+def operand_addresses(desc: int, rows: int) -> np.ndarray:
+    """Byte addresses of the 16-bit elements (r, k), r < rows, k < 16, of a
+    K-major operand named by matrix descriptor `desc`."""
+    start = (desc & 0x3FFF) << 4
+    lbo = ((desc >> 16) & 0x3FFF) << 4
+    sbo = ((desc >> 32) & 0x3FFF) << 4
+    assert (desc >> 49) & 7 == 0, "base offset is not modelled"
+    mode = (desc >> 62) & 3
+    r = np.arange(rows)[:, None]
+    kb = np.arange(16)[None, :] * 2
+    if mode == 0:
+        return start + (r // 8) * sbo + (kb // 16) * lbo + (r % 8) * 16 + kb % 16
+    width = {1: 128, 2: 64, 3: 32}[mode]
+    a = start + (r // 8) * sbo + (r % 8) * width + kb
+    xor_bits = {1: 3, 2: 2, 3: 1}[mode]
+    return a ^ (((a >> 7) & ((1 << xor_bits) - 1)) << 4)
+
+
+def _halves(words, dtype: str) -> np.ndarray:
+    """32-bit registers -> their two 16-bit values as floats, lower first."""
+    bits = np.array([(w >> s) & 0xFFFF for w in words for s in (0, 16)], np.uint16)
+    return _from_bits(bits, dtype)
+
+
+def _from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "f16":
+        return bits.view(np.float16).astype(np.float32)
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def _read(shared, addrs: np.ndarray, dtype: str) -> np.ndarray:
+    raw = np.frombuffer(shared, np.uint8)
+    bits = raw[addrs].astype(np.uint16) | (raw[addrs + 1].astype(np.uint16) << 8)
+    return _from_bits(bits, dtype)
+
+
+def _regs(text: str) -> list:
+    return [x.strip() for x in text.strip("{}").split(",")]
+
+
+class HopperModel:
+    """The extension: wgmma.*, stmatrix, setmaxnreg, and every instruction
+    `inner` (the TMA and mbarrier model) handles."""
+
+    def __init__(self, inner=None):
+        self.inner = inner
+        self.pending = {}  # (kind, cta, group, n) -> {tid: operands}
+        self.count = {}  # (cta, tid, kind) -> collectives of that kind the thread has reached
+
+    def __call__(self, op, ops, regs, special, symbols, mem, shared):
+        def val(x):
+            for table in (regs, special, symbols):
+                if x in table:
+                    return table[x]
+            return int(x, 0)
+
+        if op.startswith("wgmma."):
+            if op.startswith("wgmma.mma_async"):
+                return self.mma(op, ops, regs, special, val, shared)
+            assert op.split(".")[1] in ("fence", "commit_group", "wait_group"), op
+            return True
+        if op.startswith("stmatrix."):
+            return self.stmatrix(op, ops, regs, special, val, shared)
+        if op.startswith("setmaxnreg."):
+            return True
+        handled = self.inner(op, ops, regs, special, symbols, mem, shared) if self.inner else False
+        if handled and op.startswith("mbarrier.try_wait") and not regs[ops[0]]:
+            return YIELD
+        return handled
+
+    # ---- collectives ------------------------------------------------------
+
+    def arrive(self, kind: str, size: int, special, operands):
+        """Deposit this thread's operands; the group's dict when the thread
+        is the last of its group to arrive, else None."""
+        tid = special["%tid.x"]
+        cta = (special["%ctaid.x"], special["%ctaid.y"], special["%ctaid.z"])
+        n = self.count.get((cta, tid, kind), 0)
+        self.count[(cta, tid, kind)] = n + 1
+        key = (kind, cta, tid // size, n)
+        group = self.pending.setdefault(key, {})
+        group[tid % size] = operands
+        if len(group) < size:
+            return None
+        del self.pending[key]
+        return group
+
+    # ---- wgmma ------------------------------------------------------------
+
+    def mma(self, op, ops, regs, special, val, shared):
+        m = _MMA.match(op)
+        assert m and m.group(2) == m.group(3), f"wgmma form not modelled: {op}"
+        n, dtype = int(m.group(1)), m.group(2)
+        d = _regs(ops[0])
+        assert len(d) == n // 2, f"{op} with {len(d)} accumulators"
+        from_registers = ops[1].startswith("{")
+        b_desc, scale_d = val(ops[2]), bool(val(ops[3]))
+        imms = [int(x) for x in ops[4:]]
+        assert imms[:2] == [1, 1] and not any(imms[2:]), f"scale/transpose immediates not modelled: {imms}"
+        B = _read(shared, operand_addresses(b_desc, n), dtype)
+        if not from_registers:
+            A = _read(shared, operand_addresses(val(ops[1]), 64), dtype)
+            self._accumulate(regs, special["%tid.x"] % 128, d, A, B, scale_d)
+            return True
+        words = [val(x) for x in _regs(ops[1])]
+        group = self.arrive("wgmma.rs", 128, special, (regs, d, words, B, scale_d))
+        if group is not None:
+            A = np.zeros((64, 16), np.float32)
+            for t, (_, _, w, _, _) in group.items():
+                for i, x in enumerate(_halves(w, dtype)):
+                    A[fragment(t, i)] = x
+            for t, (r, dd, _, BB, s) in group.items():
+                self._accumulate(r, t, dd, A, BB, s)
+        return YIELD
+
+    @staticmethod
+    def _accumulate(regs, t, d, A, B, scale_d):
+        rows, cols = np.array([fragment(t, i) for i in range(len(d))]).T
+        acc = (A.astype(np.float64) @ B.astype(np.float64).T)[rows, cols].astype(np.float32)
+        if scale_d:
+            acc = acc + np.array([regs[name] for name in d], np.uint32).view(np.float32)
+        for name, bits in zip(d, acc.astype(np.float32).view(np.uint32).tolist()):
+            regs[name] = bits
+
+    # ---- stmatrix ---------------------------------------------------------
+
+    def stmatrix(self, op, ops, regs, special, val, shared):
+        parts = op.split(".")
+        assert parts[3] == "m8n8" and parts[-1] == "b16" and ".trans" not in op, f"form not modelled: {op}"
+        num = int(parts[4][1:])
+        addr = val(ops[0].strip("[]"))
+        words = [val(x) for x in _regs(ops[1])]
+        assert len(words) == num
+        group = self.arrive("stmatrix", 32, special, (addr, words))
+        if group is not None:
+            for mat in range(num):
+                for row in range(8):
+                    base = group[8 * mat + row][0]
+                    assert base % 16 == 0, f"stmatrix row address {base} is not 16-byte aligned"
+                    for q in range(4):
+                        w = group[4 * row + q][1][mat]
+                        shared[base + 4 * q: base + 4 * q + 4] = (w & 0xFFFFFFFF).to_bytes(4, "little")
+        return YIELD

@@ -1,0 +1,75 @@
+"""The `check-asserts` pass: `assert_const(cond, "message")` statements.
+
+A kernel is usually written for a family of sizes (`-D M=8192`), and some
+members are not supported: a tile that does not divide the problem, a row
+stride TMA cannot describe.  Such a kernel states its limits as
+
+    assert_const(N % 8 == 0, "N must be a multiple of 8 (16-byte rows for TMA)")
+
+and a size outside them is a compile-time error at that line instead of a
+wrong result at run time.  The condition must fold to a constant once consts
+and metas are substituted; the statement then disappears.  The pass runs
+right after expand-inline (an assertion inside an `if` whose condition is a
+constant counts only on the branch taken), so every later pass sees the
+sizes it accepted; the verifier runs the same check before any lowering.
+"""
+from __future__ import annotations
+
+import attrs
+
+from tilec.compiler import ir
+from tilec.compiler.builtins import Signature
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.passmanager import Pass, PassContext
+from tilec.passes.fold_constants import fold_expr
+
+NAME = "assert_const"
+SIGNATURE = Signature.parse("cond: expr, message: str")
+
+
+class CheckAsserts(Pass):
+    name = "check-asserts"
+    requires = frozenset({"expanded"})
+    provides = frozenset({"asserts-checked"})
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
+        return check_asserts(module)
+
+
+def check_asserts(module: ir.Module) -> ir.Module:
+    """`module` without its assert_const statements; a located error for the
+    first one whose condition is False or not a compile-time bool."""
+    kernels = tuple(attrs.evolve(k, body=_block(k.body)) for k in module.kernels)
+    return attrs.evolve(module, kernels=kernels)
+
+
+def _block(stmts) -> tuple:
+    out = []
+    for s in stmts:
+        if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and s.expr.func == NAME:
+            _check(s.expr)
+            continue
+        fields = ("body", "then", "orelse")
+        if isinstance(s, ir.If):
+            cond = fold_expr(s.cond)
+            if isinstance(cond, ir.Bool):  # fold-constants keeps only the branch taken
+                fields = ("then",) if cond.value else ("orelse",)
+        changes = {}
+        for field in fields:
+            value = getattr(s, field, None)
+            if isinstance(value, tuple) and value:
+                block = _block(value)
+                changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
+        out.append(attrs.evolve(s, **changes) if changes else s)
+    return tuple(out)
+
+
+def _check(call: ir.Call) -> None:
+    bound = SIGNATURE.bind(NAME, call.args, call.kwargs, call.span)
+    message = SIGNATURE.literals(NAME, bound, call.span)["message"]
+    cond = fold_expr(bound["cond"])
+    if not isinstance(cond, ir.Bool):
+        raise TilecError(f"{NAME}: the condition must be a compile-time bool (consts and literals only)",
+                         cond.span or call.span)
+    if not cond.value:
+        raise TilecError(f"assertion failed: {message}", call.span)

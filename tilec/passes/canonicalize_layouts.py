@@ -1,0 +1,79 @@
+"""The `canonicalize-layouts` pass: every layout in its one canonical spelling.
+
+A layout can be written many ways (`S[(4, 32) : (1@wid_in_wg, 1@laneid)]` and
+`S[128 : 1@tid_in_wg]`, `S[8, 256]` and `S[2048 : 1]`).  Later passes compare
+layouts and take them apart -- dispatch matches an operand against a
+fragment layout, TMA planning reads the box from the iterators -- and should
+not each have to cope with every spelling, so after this pass a layout
+literal is exactly `to_lit(canonicalize(to_layout(lit)))`: thread axes on the
+scope axis, no unit iterators or zero offsets, contiguous iterators fused,
+explicit integer strides.  The mapping of every element is unchanged.
+
+Rewritten are the layouts that belong to buffers -- a kernel parameter's
+`layout`, the `layout=` argument of an allocation, `decl_buffer`,
+`pool.alloc` or `.view` -- and module consts whose value is a layout
+(expansion already copied them into the kernels; the const itself is kept
+in step so an IR dump shows one notation).
+"""
+from __future__ import annotations
+
+import attrs
+
+from tilec.compiler import ir, visit
+from tilec.compiler.layout import canonicalize
+from tilec.compiler.layout_ir import to_layout, to_lit
+from tilec.compiler.passmanager import Pass, PassContext
+
+
+class CanonicalizeLayouts(Pass):
+    name = "canonicalize-layouts"
+    requires = frozenset({"folded"})
+    provides = frozenset({"canonical-layouts"})
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
+        return canonicalize_module(module)
+
+
+def canonical_lit(lit: ir.LayoutLit) -> ir.LayoutLit:
+    """`lit` in canonical form, every new node located at `lit`'s span; `lit`
+    itself when it is canonical already (so its spans survive)."""
+    new = to_lit(canonicalize(to_layout(lit)))
+    if new == lit:
+        return lit
+    return visit.transform(new, lambda node: attrs.evolve(node, span=lit.span))
+
+
+def _layout_kwargs(node: ir.Node) -> ir.Node:
+    if not isinstance(node, (ir.Call, ir.Method)):
+        return node
+    if not any(k.name == "layout" and isinstance(k.value, ir.LayoutLit) for k in node.kwargs):
+        return node
+    kwargs = tuple(
+        attrs.evolve(k, value=canonical_lit(k.value))
+        if k.name == "layout" and isinstance(k.value, ir.LayoutLit)
+        else k
+        for k in node.kwargs
+    )
+    return attrs.evolve(node, kwargs=kwargs)
+
+
+def _param(p: ir.Param) -> ir.Param:
+    if isinstance(p.layout, ir.LayoutLit):
+        return attrs.evolve(p, layout=canonical_lit(p.layout))
+    return p
+
+
+def canonicalize_module(module: ir.Module) -> ir.Module:
+    consts = tuple(
+        attrs.evolve(c, value=canonical_lit(c.value)) if isinstance(c.value, ir.LayoutLit) else c
+        for c in module.consts
+    )
+    kernels = tuple(
+        attrs.evolve(
+            k,
+            params=tuple(_param(p) for p in k.params),
+            body=tuple(visit.transform(s, _layout_kwargs) for s in k.body),
+        )
+        for k in module.kernels
+    )
+    return attrs.evolve(module, consts=consts, kernels=kernels)

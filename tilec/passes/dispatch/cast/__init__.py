@@ -1,0 +1,1 @@
+"""Variants of `cast`: converting register tiles between dtypes."""

@@ -1,0 +1,2 @@
+"""Variants of `copy` (synchronous: the calling threads move the data and
+it is in place when they continue)."""

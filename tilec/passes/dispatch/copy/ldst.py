@@ -1,0 +1,165 @@
+"""copy -> plain loads and stores ("ldst"), at any scope, in any direction
+between global memory, shared memory and registers.
+
+Memory to memory, the threads of the scope share the work: the region is
+cut into runs along its last dim -- as long as both layouts keep a run
+contiguous and aligned, up to 16 bytes, so a run is one vector access
+(`copy_vec`) -- and consecutive threads take consecutive runs, which
+coalesces global accesses.  A swizzled shared layout permutes whole 16-byte
+chunks, so a run never leaves its chunk and the emitter's per-access XOR is
+all the swizzle needs.
+
+With registers on one side, the register layout decides who moves what:
+each thread moves exactly the elements it holds, its registers named by
+constant indices (`operands.register_element`) and the memory side indexed
+by its thread position.  Registers that hold consecutive elements of a
+contiguous memory run move as one vector.  Register to register, both
+layouts must give each thread the same elements.
+"""
+from __future__ import annotations
+
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.symbols import value_type_of_dtype
+from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
+from tilec.passes.dispatch.operands import (
+    Divisors,
+    Region,
+    Threads,
+    assign,
+    axis_exprs,
+    bind,
+    check_scope,
+    copy_vec,
+    guarded,
+    held_elements,
+    region,
+    register_element,
+    register_pairs,
+    roll,
+    same_shape,
+    scalar_elements,
+    scope_of,
+    spread,
+    storage,
+    vector_ok,
+    whole_scope,
+    widths,
+)
+
+
+def copy_operands(op, ctx) -> tuple:
+    """(dst, src) regions of a copy; a located error when they cannot be
+    copied one onto the other by any variant."""
+    args = bind(op)
+    dst = region(args["dst"], ctx.symbols, "the destination of copy")
+    src = region(args["src"], ctx.symbols, "the source of copy")
+    if dst.dtype != src.dtype:
+        raise TilecError(
+            f"copy: '{dst.name}' is {dst.dtype} but '{src.name}' is {src.dtype}; use cast to convert", op.span
+        )
+    same_shape(dst, src, "copy", op.span)
+    return dst, src
+
+
+def _no_tensor_memory(op, ctx):
+    dst, src = copy_operands(op, ctx)
+    for r in (dst, src):
+        if r.scope == "tmem":
+            return False, f"'{r.name}' is in tensor memory, which copy_async (tcgen05) reads and writes"
+    return True
+
+
+@register(
+    "copy",
+    families=FAMILIES,
+    name="ldst",
+    priority=10,
+    when=[predicate("no_tensor_memory", _no_tensor_memory), predicate("whole_scope", whole_scope)],
+)
+def lower(op, ctx):
+    dst, src = copy_operands(op, ctx)
+    if DTYPES[dst.dtype].bits < 8:
+        raise Decline(f"{dst.dtype} elements are packed; copy them as bytes (u8)")
+    if dst.is_local and src.is_local:
+        return registers_to_registers(op, ctx, dst, src)
+    if dst.is_local or src.is_local:
+        return registers_and_memory(op, ctx, dst, src)
+    return memory_to_memory(op, ctx, dst, src)
+
+
+def memory_to_memory(op, ctx, dst: Region, src: Region) -> list:
+    threads = Threads(ctx.symbols)
+    scope = scope_of(op)
+    tid = threads.require(threads.index(scope), f"each thread's position in its {scope}")
+    divisors = Divisors(ctx.symbols.kernel)
+    v = next(v for v in widths(DTYPES[dst.dtype].bytes) if vector_ok(dst, v, divisors) and vector_ok(src, v, divisors))
+    return spread(
+        ctx, threads.size(scope), tid, dst.shape, v,
+        lambda index: [copy_vec(dst.element(index), src.element(index), v)],
+    )
+
+
+def registers_and_memory(op, ctx, dst: Region, src: Region) -> list:
+    to_registers = dst.is_local
+    reg, mem = (dst, src) if to_registers else (src, dst)
+    if not scalar_elements(reg.dtype):
+        raise Decline(f"'{reg.name}' has {reg.dtype} elements, which registers do not hold one by one")
+    scope = scope_of(op)
+    threads = Threads(ctx.symbols)
+    st = storage(reg.buffer, threads)
+    check_scope(st, scope, threads, "register buffer")
+    if st.scope == "thread" and not to_registers and threads.size(scope) > 1:
+        raise Decline(
+            f"every thread of the {scope} holds its own '{reg.name}' and would write the same "
+            f"memory; copy per thread (thread.copy)"
+        )
+    axes = axis_exprs(st, threads)
+    held = held_elements(reg, st, axes)
+    divisors = Divisors(ctx.symbols.kernel)
+    eb = DTYPES[reg.dtype].bytes
+    # registers move as vectors only when each holds exactly one element (not i8/i16, widened to 32 bits)
+    vectors = eb >= 2 and value_type_of_dtype(reg.dtype) == reg.dtype
+    by_slot = {h.slot: h for h in held}
+    done, stmts = set(), []
+    for h in held:
+        if h.slot in done:
+            continue
+        index = h.index
+        mem_elem = mem.element(index)
+        v = 1
+        for w in widths(eb) if vectors else ():
+            if w > 1 and _register_run(by_slot, h, w, done) and vector_ok(mem, w, divisors) \
+                    and divisors.of(mem_elem.indices[-1]) % w == 0:
+                v = w
+                break
+        reg_elem = register_element(reg.buffer, h.coord)
+        done.update(range(h.slot, h.slot + v))
+        if v > 1:
+            stmts.append(copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v))
+        else:
+            stmts.append(assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem))
+    return guarded(st.guard(threads, axes), roll(ctx, stmts))
+
+
+def _register_run(by_slot, first, w: int, done) -> bool:
+    """Whether slots first.slot .. first.slot + w - 1 hold the region
+    elements first, first + 1, ... along its last dim, in every thread (the
+    thread's shift is the same for all its slots), none moved yet."""
+    if not first.base:
+        return False
+    for k in range(1, w):
+        h = by_slot.get(first.slot + k)
+        if h is None or h.slot in done or h.base != first.base[:-1] + (first.base[-1] + k,):
+            return False
+    return True
+
+
+def registers_to_registers(op, ctx, dst: Region, src: Region) -> list:
+    threads = Threads(ctx.symbols)
+    pairs, st = register_pairs(dst, src, threads, scope_of(op))
+    stmts = [
+        assign(register_element(dst.buffer, cd), register_element(src.buffer, cs))
+        for cd, cs in pairs
+    ]
+    return guarded(st.guard(threads, axis_exprs(st, threads)), roll(ctx, stmts))

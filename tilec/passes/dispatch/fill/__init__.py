@@ -1,0 +1,1 @@
+"""Variants of `fill`: setting every element of a tile to one value."""

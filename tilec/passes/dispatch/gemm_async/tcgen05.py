@@ -1,0 +1,757 @@
+"""gemm_async -> tcgen05.mma (Blackwell, sm_100a).
+
+    if tid == 0:
+        gemm_async(tmem[:, 0:128], Asmem[stage, :, :], Bsmem[stage, :, :], accum=k != 0)
+        ptx.tcgen05.commit(mma_bar.ptr_to([0]), cta_group=1)
+
+computes C = A @ B^T (+ C when `accum`, False by default) with A an M x K
+tile and B an N x K tile (`transpose_A=True`: A is K x M, `transpose_B=True`:
+B is K x N) in shared memory, or A in tensor memory, and the f32 accumulator
+C in tensor memory.  One thread issues the instructions (scope `thread`); a
+call at warp scope issues them from one elected lane.  They run
+asynchronously and this lowering does not wait: the caller commits them
+(`ptx.tcgen05.commit`) to an mbarrier and waits on it before reading C or
+overwriting A and B.
+
+Types pick the instruction kind and its K (`tilec.compiler.mma_desc`):
+f16/bf16 kind::f16 (K 16), tf32 kind::tf32 (K 8), e4m3/e5m2 kind::f8f6f4
+(K 32); with block scale factors `SFA=`, `SFB=` (ue8m0 regions of tensor
+memory, one factor per 32 elements of K) e4m3/e5m2 become kind::mxf8f6f4
+(K 32) and e2m1 kind::mxf4 (K 64).  Shapes: `cta_group=1` issues M x N
+instructions with M = C's rows, 64 or 128; `cta_group=2` lets a pair of CTAs
+(a cluster of 2) run one 2M x N instruction in which each CTA holds M rows
+of A and C and N/2 rows of B.  N is cut into instructions of at most 256
+columns, a multiple of 8 (16 for a pair); K into steps of the kind's K.  The
+issue nest is (N block, K step), K innermost; the first K step of each block
+accumulates when `accum` is true, the others always.
+
+Shared operands are read through 64-bit matrix descriptors.  Whether an
+operand is K-major or MN-major, its swizzle mode and its LBO/SBO are read off
+the buffer's layout: every element of every instruction tile is located by
+the layout and by the hardware's canonical layout for the descriptor, and
+they must agree, so a layout the tensor core cannot read is an error here,
+not a wrong result.  Each descriptor is encoded once per call, from the
+buffer's first element, and each instruction adds its tile's offset in
+16-byte units (the seeds' smem_desc_add_16B_offset); a region may start at a
+run-time index on a dim laid out with one stride (`Asmem[stage, :, :]`).
+
+Tensor memory is addressed `lane << 16 | column`, columns of 32 bits (an f16
+element is half a column).  C must be laid out the way the instruction's data
+path writes it (PTX ISA "Data Path Layout Organization"): row r of the tile
+in lane r (M 128, and each CTA's half of M 256, layouts D and A); M 64 in
+lanes 32 (r / 16) + r % 16 of each warp's quarter, from lane 0 or 16 (layout
+F: `S[(4, 16, N) : (32@TLane, 1@TLane, 1@TCol)]`); a pair's M 128 with column
+c of each CTA's 64 x N half in lane r + 64 (c / (N/2)), column c % (N/2)
+(layout B: `S[(64, 2, N/2) : (1@TLane, 64@TLane, 1@TCol)]`).
+
+The helpers below (`place`, `shared_matrix`, `tmem_base`...) are also what
+copy_async's tcgen05_cp and tcgen05_ld read their operands with.
+"""
+from __future__ import annotations
+
+from math import prod
+from typing import Dict, List, Optional, Sequence
+
+import attrs
+import numpy as np
+
+from tilec.compiler import ir
+from tilec.compiler.builtins import Signature
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.layout import TileLayout, fuse_contiguous
+from tilec.compiler.layout_axes import LayoutError
+from tilec.compiler.layout_shape import group
+from tilec.compiler.mma_desc import (
+    BLOCK_SCALED_KINDS,
+    SWIZZLE_NONE,
+    SWIZZLE_WIDTH_BYTES,
+    Tcgen05InstrDesc,
+    smem_desc_for_layout,
+    tcgen05_check_operand_swizzle,
+    tcgen05_mma_k,
+)
+from tilec.compiler.printer import print_expr
+from tilec.compiler.swizzle import swizzle_mode
+from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer
+from tilec.passes.dispatch.operands import Divisors, Region, add, buffer_layout, const, mul, region
+from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
+
+SIGNATURE = Signature.parse(
+    "C: expr, A: expr, B: expr, *, accum: expr = False, cta_group: int(1|2) = 1, "
+    "transpose_A: bool = False, transpose_B: bool = False, SFA: expr = None, SFB: expr = None"
+)
+
+LANES = 128
+MAX_N = 256
+SF_BLOCK = 32
+"""K elements per block scale factor (ue8m0, kind::mxf8f6f4 and kind::mxf4)."""
+
+
+# --------------------------------------------------------------------------
+# Regions on their layouts
+# --------------------------------------------------------------------------
+
+
+def _digits(iters, xs) -> Dict[str, np.ndarray]:
+    """Per axis, the offset the iterators give each index in `xs`."""
+    x = np.asarray(xs, dtype=np.int64)
+    out: Dict[str, np.ndarray] = {}
+    for it in reversed(iters):
+        x, digit = np.divmod(x, it.extent)
+        out[it.axis] = out.get(it.axis, 0) + digit * it.stride
+    return out
+
+
+@attrs.frozen(eq=False)
+class Placed:
+    """A region located on its buffer's layout (the replica-0 copy).
+
+    `dims` are the buffer dims the region extends over (extent > 1), and
+    `tables[i][axis]` the offset on `axis` that local index x along dims[i]
+    adds.  The region's first element is at `base[axis]` -- the layout's
+    offset and the compile-time starts -- plus, for each run-time start,
+    start * stride: `dynamic[axis]` lists those (expression, stride) pairs."""
+
+    region: Region
+    layout: TileLayout
+    dims: tuple
+    base: Dict[str, int]
+    tables: tuple
+    dynamic: Dict[str, tuple]
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.region.extents[d] for d in self.dims)
+
+    def grid(self, axis: str) -> np.ndarray:
+        """The compile-time offset on `axis` of every element, over the
+        region's shape."""
+        out = np.full(self.shape, self.base.get(axis, 0), dtype=np.int64)
+        for i, t in enumerate(self.tables):
+            if axis in t:
+                view = [1] * len(self.shape)
+                view[i] = -1
+                out = out + np.reshape(t[axis], view)
+        return out
+
+    def line(self, i: int, axis: str) -> np.ndarray:
+        """The offsets along local dim i on `axis` (zeros when it does not move it)."""
+        return np.asarray(self.tables[i].get(axis, np.zeros(self.shape[i], dtype=np.int64)))
+
+
+def place(r: Region, axes: Sequence[str], what: str) -> Placed:
+    """`r` on its layout; a located error when the layout uses an axis other
+    than `axes` or a run-time start cannot be followed."""
+    buf = r.buffer
+    layout = buffer_layout(buf)
+    name = f"{what} '{buf.name}'"
+    for it in layout.shard:
+        if it.axis not in axes and it.extent > 1:
+            raise TilecError(
+                f"the layout of {name} places elements on {it.axis}; it needs {' and '.join(axes)} ({layout})"
+            )
+    try:
+        grouped = group(attrs.evolve(layout, swizzle=None, replica=(), offset=()), buf.shape)
+    except LayoutError as err:
+        raise TilecError(f"{name}: {err.message}") from None
+    base = {a: v for a, v in layout.offset if a in axes}
+    dims, tables, dynamic = [], [], {}
+    for d, (start, extent) in enumerate(zip(r.starts, r.extents)):
+        iters = grouped.dim(d)
+        s = const(start)
+        if s is None:
+            lin = fuse_contiguous(iters)
+            if len(lin) != 1:
+                raise TilecError(
+                    f"{name}: the run-time start '{print_expr(start)}' of dim {d} needs that dim laid out "
+                    f"with one stride, not {', '.join(str(it) for it in iters) or 'none'}"
+                )
+            dynamic.setdefault(lin[0].axis, []).append((start, lin[0].stride))
+            local = {lin[0].axis: np.arange(extent, dtype=np.int64) * lin[0].stride}
+        else:
+            origin = _digits(iters, [s])
+            for a, v in origin.items():
+                base[a] = base.get(a, 0) + int(v[0])
+            local = {a: v - origin[a][0] for a, v in _digits(iters, s + np.arange(extent)).items()}
+        if extent > 1:
+            dims.append(d)
+            tables.append(local)
+    return Placed(r, layout, tuple(dims), base, tuple(tables), {a: tuple(v) for a, v in dynamic.items()})
+
+
+def matrix(r: Region, what: str) -> tuple:
+    """The (rows, columns) extents of a 2-D operand: a region with exactly
+    two dims of extent above 1."""
+    shape = r.shape
+    if len(shape) != 2:
+        raise TilecError(
+            f"{what} '{print_expr(r.expr)}' must be a 2-D tile (every other dim indexed by one value), "
+            f"got extents {r.extents}"
+        )
+    return shape
+
+
+# --------------------------------------------------------------------------
+# Shared operands: matrix descriptors
+# --------------------------------------------------------------------------
+
+
+def effective_align(buf: Buffer) -> int:
+    """The alignment of the buffer's first byte: a dynamic-arena buffer's
+    is what its offset in the 1024-aligned arena allows."""
+    if buf.storage != DYN_ARENA:
+        return buf.align
+    align = ARENA_ALIGN
+    while align > 1 and buf.byte_offset % align:
+        align //= 2
+    return align
+
+
+def _canonical(major: str, width: int, s_mn: int, s_k: int, i: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Element offsets of the hardware's canonical layout [PTX "Shared Memory
+    Layout and Swizzling"; CUTLASS make_umma_desc], `width` the elements in
+    one atom row (16 bytes unswizzled) and s_mn / s_k the element distance
+    between atoms along MN / K:
+
+      K-major:  (i / 8) s_mn + (i % 8) width + (k / width) s_k + k % width
+      MN-major: (i / width) s_mn + i % width + (k / 8) s_k + (k % 8) width
+    """
+    if major == "K":
+        return (i // 8) * s_mn + (i % 8) * width + (k // width) * s_k + k % width
+    return (i // width) * s_mn + i % width + (k // 8) * s_k + (k % 8) * width
+
+
+@attrs.frozen
+class SharedMatrix:
+    """A shared operand as the tensor core reads it: the descriptor fields,
+    and each instruction tile's start in 16-byte units from the buffer's
+    first element (`starts`, keyed by the tile's (mn, k) origin) plus the
+    run-time part `dynamic` (an expression, or None)."""
+
+    buffer: Buffer
+    major: str
+    ldo: int
+    sdo: int
+    swizzle: int
+    starts: Dict[tuple, int]
+    dynamic: Optional[ir.Expr]
+
+    def descriptor(self) -> ir.Expr:
+        """The descriptor of the buffer's first element, moved by the
+        region's run-time start."""
+        zeros = ir.ListExpr(tuple(ir.Int(0) for _ in self.buffer.shape))
+        base = ir.Method(ir.Name(self.buffer.name), "ptr_to", (zeros,))
+        args = (base, ir.Int(self.ldo), ir.Int(self.sdo), ir.Int(self.swizzle))
+        call = ir.Call("ptx.tcgen05.encode_matrix_descriptor", args)
+        return call if self.dynamic is None else ir.Binary("+", call, self.dynamic)
+
+    def operand(self, desc: str, tile: tuple) -> ir.Expr:
+        """`desc` (holding `descriptor()`) moved to the tile at `tile`."""
+        return add(ir.Name(desc), self.starts[tile])
+
+
+def shared_matrix(
+    p: Placed,
+    base: int,
+    mn: np.ndarray,
+    k: np.ndarray,
+    tiles: Sequence[tuple],
+    tile_shape: tuple,
+    divisors: Divisors,
+    what: str,
+    majors: Sequence[str] = ("K", "MN"),
+) -> SharedMatrix:
+    """Check that the tensor core can read the shared elements of placed
+    region `p` whose pre-swizzle offsets from the buffer's first element are
+    `base + mn[i] + k[j]` (compile-time part) as a matrix, in tiles of
+    `tile_shape` (MN x K elements) at the (mn, k) origins `tiles`, and derive
+    the descriptor."""
+    buf = p.region.buffer
+    dt = DTYPES[buf.dtype]
+    name = f"{what} '{buf.name}'"
+    layout = p.layout
+    if layout.replica or any(a != "m" for a, _ in layout.offset):
+        raise TilecError(f"the layout of shared {name} must map each element to one place in memory ({layout})")
+    if dict(layout.offset).get("m", 0):
+        raise TilecError(f"{name}: a shared operand's layout cannot have an offset ({layout})")
+    try:
+        mode = swizzle_mode(layout.swizzle, dt)
+    except LayoutError as err:
+        raise TilecError(f"{name}: {err.message}") from None
+    repeat = 16 if mode == SWIZZLE_NONE else 1 << (7 + mode)  # bytes the swizzle pattern repeats over
+    if effective_align(buf) % repeat:
+        raise TilecError(
+            f"{name} starts on a {effective_align(buf)}-byte boundary; its {SWIZZLE_WIDTH_BYTES[mode]}B-swizzled "
+            f"atoms need {repeat}"
+        )
+    width = SWIZZLE_WIDTH_BYTES[mode] * 8 // dt.bits
+    if len(mn) > 1 and mn[1] - mn[0] == 1 and "MN" in majors and not (len(k) > 1 and k[1] - k[0] == 1):
+        major = "MN"
+    elif len(k) > 1 and k[1] - k[0] == 1 and "K" in majors:
+        major = "K"
+    else:
+        raise TilecError(
+            f"{name} must be {' or '.join(m + '-major' for m in majors)} in shared memory (elements consecutive "
+            f"along {' or '.join(majors)}), but its layout is {layout}"
+        )
+    group_mn, group_k = (8, width) if major == "K" else (width, 8)
+    s_mn = int(mn[group_mn] - mn[0]) if len(mn) > group_mn else 0
+    s_k = int(k[group_k] - k[0]) if len(k) > group_k else 0
+    i = np.arange(tile_shape[0])[:, None]
+    j = np.arange(tile_shape[1])[None, :]
+    want = _canonical(major, width, s_mn, s_k, i, j)
+    for m0, k0 in tiles:
+        got = (mn[m0:m0 + tile_shape[0]] - mn[m0])[:, None] + (k[k0:k0 + tile_shape[1]] - k[k0])[None, :]
+        bad = np.argwhere(got != want)
+        if len(bad):
+            a, b = bad[0]
+            raise TilecError(
+                f"{name} is not in a layout the tensor core reads ({major}-major, "
+                f"{SWIZZLE_WIDTH_BYTES[mode]}B atoms): element ({m0 + a}, {k0 + b}) of the tile at ({m0}, {k0}) "
+                f"is {got[a, b]} elements from its start, the descriptor reads it at {want[a, b]} ({layout})"
+            )
+    for stride, along in ((s_mn, "MN"), (s_k, "K")):
+        if stride * dt.bits % 8:
+            raise TilecError(f"{name}: its atoms along {along} are {stride} elements apart, not whole bytes")
+    used_mn = tile_shape[0] > group_mn
+    used_k = tile_shape[1] > group_k
+    try:
+        desc = smem_desc_for_layout(
+            "tcgen05", buf.dtype, major, mode,
+            mn_stride=s_mn * dt.bits // 8 if used_mn else None,
+            k_stride=s_k * dt.bits // 8 if used_k and not (major == "K" and mode != SWIZZLE_NONE) else None,
+        )
+    except TilecError as err:
+        raise TilecError(f"{name}: {err.message}") from None
+    starts = {}
+    for m0, k0 in tiles:
+        bits = (base + int(mn[m0]) + int(k[k0])) * dt.bits
+        if bits % 128:
+            raise TilecError(f"{name}: the tile at ({m0}, {k0}) does not start on a 16-byte boundary")
+        if mode != SWIZZLE_NONE and (bits // 8 >> 7) & ((1 << mode) - 1):
+            raise TilecError(
+                f"{name}: the tile at ({m0}, {k0}) starts {bits // 8} bytes into the buffer, inside a "
+                f"{SWIZZLE_WIDTH_BYTES[mode]}B swizzle atom (not on one of its 8-row boundaries)"
+            )
+        starts[(m0, k0)] = bits // 128
+    ldo, sdo, swizzle = desc.intrinsic_args()
+    return SharedMatrix(buf, major, ldo, sdo, swizzle, starts, _dynamic_units(p, divisors, repeat, name))
+
+
+def _dynamic_units(p: Placed, divisors: Divisors, repeat: int, name: str) -> Optional[ir.Expr]:
+    """The run-time part of a shared region's start, in 16-byte units."""
+    bits = DTYPES[p.region.dtype].bits
+    out = None
+    for start, stride in p.dynamic.get("m", ()):
+        step = stride * bits
+        if step % 128 or divisors.of(start) * step // 8 % repeat:
+            raise TilecError(
+                f"{name}: the run-time start '{print_expr(start)}' moves the tile by {step / 8:g} bytes a step, "
+                f"which must keep it on a {repeat}-byte boundary"
+            )
+        term = mul(start, step // 128)
+        out = term if out is None else add(out, term)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Tensor memory
+# --------------------------------------------------------------------------
+
+
+ROUTER = (4, 32, "TLane")
+"""The replica R[4 : 32@TLane]: a 32-lane tile copied into every warp's
+quarter of tensor memory, as tcgen05.cp.warpx4 writes it and as the tensor
+core reads scale factors."""
+
+
+def routed(layout: TileLayout) -> bool:
+    rep = layout.replica
+    return len(rep) == 1 and (rep[0].extent, rep[0].stride, rep[0].axis) == ROUTER
+
+
+def router_error(layout: TileLayout) -> str:
+    return f"requires R[4:32@TLane] on tmem, got [{', '.join(str(it) for it in layout.replica)}]"
+
+
+def tmem_base(buf: Buffer) -> ir.Expr:
+    """The tensor-memory address the buffer was declared at (its
+    `allocated_addr`), the origin of every address computed here."""
+    if buf.allocated_addr is None:
+        raise TilecError(f"tensor-memory buffer '{buf.name}' has no allocated_addr")
+    return buf.allocated_addr
+
+
+def tmem_columns(p: Placed, what: str) -> Optional[ir.Expr]:
+    """The run-time part of a tensor-memory region's start in 32-bit
+    columns; run-time lanes are an error."""
+    name = f"{what} '{p.region.name}'"
+    if p.dynamic.get("TLane"):
+        raise TilecError(f"{name}: the lanes of a tensor-memory tile must be known at compile time")
+    bits = DTYPES[p.region.dtype].bits
+    out = None
+    for start, stride in p.dynamic.get("TCol", ()):
+        if stride * bits % 32:
+            raise TilecError(
+                f"{name}: the run-time start '{print_expr(start)}' moves the tile by part of a 32-bit column"
+            )
+        term = mul(start, stride * bits // 32)
+        out = term if out is None else add(out, term)
+    return out
+
+
+def tmem_address(base: ir.Expr, lane: int, column: int, dynamic: Optional[ir.Expr] = None) -> ir.Expr:
+    """`base` + lane << 16 + column (32-bit columns) + the run-time columns."""
+    out = add(base, (lane << 16) + column)
+    return out if dynamic is None else add(out, dynamic)
+
+
+def column_bits(elements: int, dtype: str, name: str) -> int:
+    """A TCol offset (in elements of `dtype`) as 32-bit columns; an error
+    when it falls inside a column."""
+    bits = elements * DTYPES[dtype].bits
+    if bits % 32:
+        raise TilecError(
+            f"{name}: column offset {elements} of {dtype} elements is inside a 32-bit tensor-memory column"
+        )
+    return bits // 32
+
+
+def check_cta_pair(cta_group: int, ctx: DispatchContext, what: str) -> None:
+    """cta_group 2 runs on a pair of CTAs of one cluster."""
+    if cta_group == 2 and prod(ctx.symbols.launch.cluster) % 2:
+        raise TilecError(
+            f"{what} with cta_group=2 runs on a pair of CTAs of a cluster, but the kernel's cluster is "
+            f"{ctx.symbols.launch.cluster} (declare cta_id_in_cluster([2]))"
+        )
+
+
+# --------------------------------------------------------------------------
+# The call
+# --------------------------------------------------------------------------
+
+_KINDS = {"f16": "f16", "bf16": "f16", "tf32": "tf32", "e4m3": "f8f6f4", "e5m2": "f8f6f4"}
+_SCALED_KINDS = {"e4m3": "mxf8f6f4", "e5m2": "mxf8f6f4", "e2m1": "mxf4"}
+
+
+@attrs.frozen
+class Call:
+    C: Region
+    A: Region
+    B: Region
+    SFA: Optional[Region]
+    SFB: Optional[Region]
+    accum: ir.Expr
+    cta_group: int
+    trans_a: bool
+    trans_b: bool
+
+
+def bind(op: TileOp, ctx: DispatchContext) -> Call:
+    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
+    b = SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
+    lits = SIGNATURE.literals(op.call.func, b, op.span)
+    syms = ctx.symbols
+    sf = {n: None if b[n] is None else region(b[n], syms, f"gemm_async's {n}") for n in ("SFA", "SFB")}
+    accum = b["accum"] if isinstance(b["accum"], ir.Expr) else ir.Bool(b["accum"])
+    return Call(
+        region(b["C"], syms, "gemm_async's accumulator C"),
+        region(b["A"], syms, "gemm_async's A"),
+        region(b["B"], syms, "gemm_async's B"),
+        sf["SFA"], sf["SFB"], accum, lits["cta_group"], lits["transpose_A"], lits["transpose_B"],
+    )
+
+
+def _single_thread_or_warp(op: TileOp, ctx: DispatchContext):
+    scope = op.scope or "cta"
+    if scope in ("thread", "warp"):
+        return True
+    return False, f"unsupported exec_scope {scope}, expected single thread or warp scope (guard the call: if tid == 0:)"
+
+
+def _operand_spaces(op: TileOp, ctx: DispatchContext):
+    c = bind(op, ctx)
+    if c.C.scope != "tmem":
+        return False, f"the accumulator C '{c.C.name}' must be in tensor memory, not {c.C.scope}"
+    if not (c.A.buffer.is_shared or c.A.scope == "tmem"):
+        return False, f"A '{c.A.name}' must be in shared or tensor memory, not {c.A.scope}"
+    if not c.B.buffer.is_shared:
+        return False, f"B '{c.B.name}' must be in shared memory, not {c.B.scope}"
+    for n, r in (("SFA", c.SFA), ("SFB", c.SFB)):
+        if r is not None and r.scope != "tmem":
+            return False, f"the scale factors {n} '{r.name}' must be in tensor memory, not {r.scope}"
+    return True
+
+
+@register(
+    "gemm_async",
+    families=("blackwell",),
+    name="tcgen05",
+    priority=10,
+    when=[
+        predicate("single_thread_or_warp", _single_thread_or_warp),
+        predicate("operand_spaces", _operand_spaces),
+    ],
+)
+def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
+    c = bind(op, ctx)
+    check_cta_pair(c.cta_group, ctx, "gemm_async")
+    kind, mma_k = _kind(c)
+    M, N = matrix(c.C, "gemm_async's accumulator C")
+    a_rows, a_cols = matrix(c.A, "gemm_async's A")
+    b_rows, b_cols = matrix(c.B, "gemm_async's B")
+    a_m, K = (a_cols, a_rows) if c.trans_a else (a_rows, a_cols)
+    b_n, b_k = (b_cols, b_rows) if c.trans_b else (b_rows, b_cols)
+    cg = c.cta_group
+    if a_m != M or b_k != K or b_n * cg != N:
+        pair = f" (N / 2 = {N // 2} per CTA for cta_group 2)" if cg == 2 else ""
+        raise TilecError(
+            f"gemm_async shapes do not fit: C {M}x{N} = A {a_m}x{K} @ B^T with B {b_n}x{b_k}{pair} "
+            f"(A is {'K x M' if c.trans_a else 'M x K'}, B {'K x N' if c.trans_b else 'N x K'})"
+        )
+    if K % mma_k:
+        raise TilecError(f"gemm_async: K ({K}) must be a multiple of {mma_k}, the K of one kind::{kind} instruction")
+    step = 8 * cg
+    if N % step:
+        raise TilecError(f"gemm_async: N ({N}) must be a multiple of {step} for cta_group {cg}")
+    n_mma = N if N <= MAX_N else next(w for w in range(MAX_N, step - 1, -step) if N % w == 0)
+    k_steps = K // mma_k
+    blocks = [(nb * n_mma, kk * mma_k) for nb in range(N // n_mma) for kk in range(k_steps)]
+
+    divisors = Divisors(ctx.symbols.kernel)
+    b_place = place(c.B, ("m",), "gemm_async's B")
+    b_mn, b_kk = (1, 0) if c.trans_b else (0, 1)
+    B = shared_matrix(b_place, b_place.base.get("m", 0), b_place.line(b_mn, "m"), b_place.line(b_kk, "m"),
+                      sorted({(n0 // cg, k0) for n0, k0 in blocks}), (n_mma // cg, mma_k), divisors, "gemm_async's B")
+    if c.A.scope == "tmem":
+        if c.trans_a:
+            raise TilecError("gemm_async: A in tensor memory is M x K (transpose_A=False), read K-major")
+        A = None
+        a_major = "K"
+    else:
+        a_place = place(c.A, ("m",), "gemm_async's A")
+        a_mn, a_kk = (1, 0) if c.trans_a else (0, 1)
+        A = shared_matrix(a_place, a_place.base.get("m", 0), a_place.line(a_mn, "m"), a_place.line(a_kk, "m"),
+                          sorted({(0, k0) for _, k0 in blocks}), (M, mma_k), divisors, "gemm_async's A",
+                          majors=("K",) if c.A.dtype == "e2m1" else ("K", "MN"))
+        a_major = A.major
+        tcgen05_check_operand_swizzle(kind, A.major, A.swizzle)
+    tcgen05_check_operand_swizzle(kind, B.major, B.swizzle)
+    m_inst = M * cg
+    base_kw = dict(kind=kind, a_dtype=c.A.dtype, b_dtype=c.B.dtype, m=m_inst, n=n_mma, a_major=a_major,
+                   b_major=B.major, cta_group=cg)
+    _instr_desc(base_kw)
+
+    names: Dict[ir.Expr, str] = {}
+    stmts: List[ir.Stmt] = []
+
+    def bound(value: ir.Expr, hint: str) -> ir.Expr:
+        """`value` evaluated once, into a fresh name."""
+        if isinstance(value, (ir.Int, ir.Bool, ir.Name)):
+            return value
+        if value not in names:
+            names[value] = ctx.fresh(hint)
+            stmts.append(ir.Assign((ir.Name(names[value]),), value))
+        return ir.Name(names[value])
+
+    d_addrs = _accumulator(c, M, n_mma, cg, blocks, bound)
+    if A is None:
+        a_ops = _tmem_a(c, M, blocks, bound)
+    else:
+        desc_a = ctx.fresh("tcgen05_desc_a")
+        stmts.append(ir.Assign((ir.Name(desc_a),), A.descriptor()))
+        a_ops = {(n0, k0): A.operand(desc_a, (0, k0)) for n0, k0 in blocks}
+    desc_b = ctx.fresh("tcgen05_desc_b")
+    stmts.append(ir.Assign((ir.Name(desc_b),), B.descriptor()))
+    accum = bound(c.accum, "tcgen05_accum")
+    scales = _scale_factors(c, M, n_mma, mma_k, k_steps, blocks, bound) if c.SFA is not None else None
+
+    issue: List[ir.Stmt] = []
+    for n0, k0 in blocks:
+        args = (d_addrs[n0], a_ops[(n0, k0)], B.operand(desc_b, (n0 // cg, k0)))
+        enable = accum if k0 == 0 else ir.Bool(True)
+        kw = dict(base_kw)
+        if scales is None:
+            func, args = "ptx.tcgen05.mma", args + (enable,)
+        else:
+            sfa, sfb, kw["sfa_id"], kw["sfb_id"] = scales[(n0, k0)]
+            _instr_desc(kw)
+            func, args = "ptx.tcgen05.mma.block_scale", args + (sfa, sfb, enable)
+        issue.append(ir.ExprStmt(ir.Call(func, args, _keywords(kw))))
+    if (op.scope or "cta") == "warp":
+        issue = [ir.If(ir.Call("ptx.elect_sync"), tuple(issue))]
+    return stmts + issue
+
+
+def _instr_desc(kw: dict) -> None:
+    """Check the instruction `kw` describes against the ISA's shape and
+    type rules (`tilec.compiler.mma_desc`)."""
+    scaled = kw["kind"] in BLOCK_SCALED_KINDS
+    try:
+        Tcgen05InstrDesc(d_dtype="f32", scale_dtype="ue8m0" if scaled else None, **kw)
+    except TilecError as err:
+        raise TilecError(f"gemm_async: {err.message}") from None
+
+
+_DEFAULTS = {"a_major": "K", "b_major": "K", "cta_group": 1, "sfa_id": 0, "sfb_id": 0}
+
+
+def _keywords(kw: dict) -> tuple:
+    out = []
+    for key, value in kw.items():
+        if _DEFAULTS.get(key, object()) == value:
+            continue
+        if key in ("a_dtype", "b_dtype"):
+            node = ir.DTypeLit(value)
+        elif isinstance(value, str):
+            node = ir.Str(value)
+        else:
+            node = ir.Int(value)
+        out.append(ir.Keyword(key, node))
+    return tuple(out)
+
+
+def _kind(c: Call) -> tuple:
+    """(kind, K of one instruction) for the operand types; errors name the rule."""
+    a, b = c.A.dtype, c.B.dtype
+    if c.C.dtype != "f32":
+        raise TilecError(f"gemm_async: the accumulator C must be f32, got {c.C.dtype}")
+    if (c.SFA is None) != (c.SFB is None):
+        raise TilecError("gemm_async: block scaling needs both SFA= and SFB=")
+    table = _KINDS if c.SFA is None else _SCALED_KINDS
+    if a not in table or b not in table or table[a] != table[b]:
+        if c.SFA is None and "e2m1" in (a, b):
+            raise TilecError("gemm_async: e2m1 operands need block scale factors SFA= and SFB= (kind::mxf4)")
+        if c.SFA is not None and {a, b} <= set(_KINDS):
+            raise TilecError(f"gemm_async: block scale factors apply to e4m3, e5m2 or e2m1 operands, not {a} x {b}")
+        groups = "f16, bf16, tf32, e4m3/e5m2" if c.SFA is None else "e4m3/e5m2 or e2m1 with SFA/SFB"
+        raise TilecError(f"gemm_async: tcgen05 multiplies A and B of one type family ({groups}), got A {a}, B {b}")
+    kind = table[a]
+    return kind, tcgen05_mma_k(kind)
+
+
+def _datapath(M: int, n: int, cg: int):
+    """(lane, column) offsets from the instruction's D address at which the
+    data path writes row r, column c of this CTA's M x n part of D, and the
+    lanes D's address may start at [PTX "Data Path Layout Organization"]."""
+    if cg == 1 and M == 64:  # layout F: 16 lanes of each warp's quarter
+        return (lambda r, c: (32 * (r // 16) + r % 16, c)), (0, 16)
+    if cg == 2 and M == 64:  # layout B: the pair's M 128, columns split over lane halves
+        half = n // 2
+        return (lambda r, c: (r + 64 * (c // half), c % half)), (0,)
+    return (lambda r, c: (r, c)), (0,)  # layouts D (M 128) and A (the pair's M 256)
+
+
+def _accumulator(c: Call, M: int, n_mma: int, cg: int, blocks, bound) -> Dict[int, ir.Expr]:
+    """The D address of each N block, after checking that C's layout is the
+    data path's."""
+    what = "gemm_async's accumulator C"
+    name = f"{what} '{c.C.name}'"
+    if M not in (64, 128):
+        raise TilecError(
+            f"gemm_async: C has {M} rows; tcgen05 with cta_group {cg} takes M "
+            f"{'64 or 128' if cg == 1 else '128 or 256 (64 or 128 rows of C per CTA)'}"
+        )
+    p = place(c.C, ("TLane", "TCol"), what)
+    if p.layout.replica:
+        raise TilecError(f"{name} cannot be replicated ({p.layout})")
+    lanes, cols = p.grid("TLane"), p.grid("TCol")
+    dyn = tmem_columns(p, what)
+    at, aligns = _datapath(M, n_mma, cg)
+    r = np.arange(M)[:, None]
+    j = np.arange(n_mma)[None, :]
+    want_lane, want_col = (np.broadcast_to(x, (M, n_mma)) for x in at(r, j))
+    if int(lanes.max()) >= LANES:
+        raise TilecError(f"{name} reaches past tensor memory's {LANES} lanes")
+    base = bound(tmem_base(c.C.buffer), "tcgen05_tmem")
+    out = {}
+    for n0 in sorted({n0 for n0, _ in blocks}):
+        lane0, col0 = int(lanes[0, n0]), int(cols[0, n0])
+        if lane0 not in aligns:
+            raise TilecError(
+                f"{name}: an M={M * cg} instruction's accumulator starts at tensor-memory lane "
+                f"{' or '.join(map(str, aligns))}, but row 0 is in lane {lane0}"
+            )
+        got_lane = lanes[:, n0:n0 + n_mma] - lane0
+        got_col = cols[:, n0:n0 + n_mma] - col0
+        bad = np.argwhere((got_lane != want_lane) | (got_col != want_col))
+        if len(bad):
+            i, k = bad[0]
+            raise TilecError(
+                f"{name} is not laid out as the M={M * cg} data path writes it: element ({i}, {n0 + k}) must be "
+                f"{int(want_lane[i, k])} lanes and {int(want_col[i, k])} columns from the block's first, the layout "
+                f"puts it {int(got_lane[i, k])} lanes and {int(got_col[i, k])} columns away ({p.layout})"
+            )
+        out[n0] = tmem_address(base, lane0, column_bits(col0, c.C.dtype, name), dyn)
+    return out
+
+
+def _tmem_a(c: Call, M: int, blocks, bound) -> Dict[tuple, ir.Expr]:
+    """A in tensor memory: row r in lane r, K along the columns."""
+    what = "gemm_async's A"
+    name = f"{what} '{c.A.name}'"
+    if M != 128:
+        raise TilecError(f"gemm_async: A in tensor memory needs 128 rows per CTA (layouts D and A), got {M}")
+    p = place(c.A, ("TLane", "TCol"), what)
+    lanes, cols = p.grid("TLane"), p.grid("TCol")
+    if p.layout.replica or np.any(lanes != lanes[0, 0] + np.arange(M)[:, None]) or lanes[0, 0] != 0 \
+            or np.any(cols != cols[0, 0] + np.arange(cols.shape[1])[None, :]):
+        raise TilecError(f"{name} must have row r in lane r and K along the columns ({p.layout})")
+    dyn = tmem_columns(p, what)
+    base = bound(tmem_base(c.A.buffer), "tcgen05_tmem")
+    return {(n0, k0): tmem_address(base, 0, column_bits(int(cols[0, k0]), c.A.dtype, name), dyn) for n0, k0 in blocks}
+
+
+def _scale_factors(c: Call, M: int, n_mma: int, mma_k: int, k_steps: int, blocks, bound) -> Dict[tuple, tuple]:
+    """Per (N block, K step): the SFA and SFB addresses and the byte ids the
+    instruction descriptor selects.  A scale-factor region is rows x (its
+    factors per instruction, or that times the K steps); row r of an
+    instruction's rows is in lane r % 32 of every warp's quarter (the layout's
+    R[4 : 32@TLane]) and column r / 32 from the first, and an instruction's
+    factors for one row sit in consecutive bytes of a column."""
+    per = mma_k // SF_BLOCK
+    out = {}
+    sides = []
+    for n, r, rows_per in (("SFA", c.SFA, M), ("SFB", c.SFB, n_mma // c.cta_group)):
+        what = f"gemm_async's {n}"
+        name = f"{what} '{r.name}'"
+        if r.dtype != "ue8m0":
+            raise TilecError(f"{name} must hold ue8m0 scale factors, got {r.dtype}")
+        shape = r.extents[-2:]
+        rows_total = M if n == "SFA" else (c.B.shape[1] if c.trans_b else c.B.shape[0])
+        if len(shape) != 2 or any(e != 1 for e in r.extents[:-2]) or shape[0] != rows_total \
+                or shape[1] not in (per, per * k_steps):
+            raise TilecError(
+                f"{name} must be {rows_total} x {per} (one set for every K step) or {rows_total} x {per * k_steps} "
+                f"({per} ue8m0 per row and K step of {mma_k}), got extents {r.extents}"
+            )
+        p = place(r, ("TLane", "TCol"), what)
+        if not routed(p.layout):
+            raise TilecError(f"{name}: scale factors are read in every warp's lane quarter; {router_error(p.layout)}")
+        base = bound(tmem_base(r.buffer), "tcgen05_tmem")
+        grids = (p.grid("TLane").reshape(shape), p.grid("TCol").reshape(shape))
+        sides.append((name, p, grids, rows_per, shape[1] == per, base, tmem_columns(p, what)))
+    for n0, k0 in blocks:
+        picks = []
+        for idx, (name, p, (lanes, cols), rows_per, shared_k, base, dyn) in enumerate(sides):
+            row0 = 0 if idx == 0 else n0 // c.cta_group
+            kc = 0 if shared_k else (k0 // mma_k) * per
+            t0 = int(cols[row0, kc])
+            rows = np.arange(rows_per)
+            for j in range(per):
+                got_lane = lanes[row0 + rows, kc + j]
+                got_col = cols[row0 + rows, kc + j] - t0
+                want_col = 4 * (rows // 32) + j
+                if np.any(got_lane != rows % 32) or np.any(got_col != want_col):
+                    bad = int(np.argmax((got_lane != rows % 32) | (got_col != want_col)))
+                    raise TilecError(
+                        f"{name}: the scale factor of row {row0 + bad}, K step {k0 // mma_k} must be in lane "
+                        f"{bad % 32}, byte {int(want_col[bad])} from the step's first; the layout puts it in lane "
+                        f"{int(got_lane[bad])}, byte {int(got_col[bad])} ({p.layout})"
+                    )
+            col, sf_id = divmod(t0, 4)
+            picks.append((tmem_address(base, 0, col, dyn), sf_id))
+        (sfa, sfa_id), (sfb, sfb_id) = picks
+        out[(n0, k0)] = (sfa, sfb, sfa_id, sfb_id)
+    return out

@@ -1,0 +1,112 @@
+"""The `dispatch` pass: every tile-primitive call (`copy`, `copy_async`,
+`gemm`, `gemm_async`, `cast`, `fill`, with the scope prefix infer-scope gave
+it) becomes the statements of the variant the registry selects for it.
+
+The lowered statements are ordinary IR (element loads and stores,
+`copy_vec`, intrinsic calls, `unroll` loops), so the result prints and
+parses like any program.  Each variant sees the kernel's symbols and the
+conditions the call runs under (a warp-collective instruction needs every
+lane of the warp).  Errors are located at the call, and so are the nodes a
+variant builds, so that a later complaint about them (from the emitter, say)
+points at the primitive that produced them.
+"""
+from __future__ import annotations
+
+import attrs
+
+from tilec.compiler import ir, visit
+from tilec.compiler.builtins import tile_primitive
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.passmanager import Pass, PassContext
+from tilec.compiler.symbols import KernelSymbols, analyze_kernel
+from tilec.compiler.targets import Target
+from tilec.passes.dispatch import DispatchContext, NameGen, TileOp, select
+
+
+class Dispatch(Pass):
+    name = "dispatch"
+    requires = frozenset({"scoped", "smem-planned", "tma-planned"})
+    provides = frozenset({"dispatched"})
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
+        return dispatch_module(module, ctx.target)
+
+
+def dispatch_module(module: ir.Module, target: Target) -> ir.Module:
+    kernels = []
+    for k in module.kernels:
+        syms = analyze_kernel(k, module, target)
+        lowering = _Kernel(target, syms, NameGen(_taken_names(module, k)))
+        kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
+    return attrs.evolve(module, kernels=tuple(kernels))
+
+
+def _taken_names(module: ir.Module, kernel: ir.Kernel) -> set:
+    names = {c.name for c in module.consts} | {h.name for h in module.helpers}
+    for node in visit.walk(kernel):
+        if isinstance(node, ir.Name):
+            names.add(node.id)
+        elif isinstance(node, ir.For):
+            names.add(node.var)
+        elif isinstance(node, (ir.Param, ir.Meta, ir.TensorMap)):
+            names.add(node.name)
+    return names
+
+
+class _Kernel:
+    def __init__(self, target: Target, syms: KernelSymbols, names: NameGen):
+        self.target = target
+        self.syms = syms
+        self.names = names
+
+    def block(self, stmts, guards: tuple) -> tuple:
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s, guards))
+        return tuple(out)
+
+    def body(self, stmts, guards: tuple, keep_empty: bool = False) -> tuple:
+        """A lowered block; one that lowered to nothing becomes `pass` so the
+        IR still prints and parses."""
+        block = self.block(stmts, guards)
+        if not block and stmts and not keep_empty:
+            return (ir.Pass(span=stmts[0].span),)
+        return block
+
+    def stmt(self, s: ir.Stmt, guards: tuple) -> list:
+        if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and tile_primitive(s.expr.func):
+            return self.lower(s.expr, guards)
+        if isinstance(s, ir.If):
+            negated = ir.Unary("not", s.cond, span=s.cond.span)
+            return [attrs.evolve(
+                s,
+                then=self.body(s.then, guards + (s.cond,)),
+                orelse=self.body(s.orelse, guards + (negated,), keep_empty=True),
+            )]
+        if isinstance(s, ir.While):
+            return [attrs.evolve(s, body=self.body(s.body, guards + (s.cond,)))]
+        if isinstance(s, ir.For):
+            # a thread-dependent trip count leaves threads out of the body too
+            trips = ir.Binary("<", s.start, s.stop, span=s.span)
+            return [attrs.evolve(s, body=self.body(s.body, guards + (trips,)))]
+        return [s]
+
+    def lower(self, call: ir.Call, guards: tuple) -> list:
+        op = TileOp.from_call(call)
+        ctx = DispatchContext(self.target, self.syms, self.names, guards)
+        try:
+            selection = select(op, ctx)
+        except TilecError as err:
+            raise err.with_span(op.span)
+        return [_locate(s, op.span) for s in selection.stmts]
+
+
+def _locate(node: ir.Node, span) -> ir.Node:
+    """`node` with every node that has no source location placed at `span`."""
+    if span is None:
+        return node
+
+    def fn(n):
+        return attrs.evolve(n, span=span) if n.span is None else n
+
+    return visit.transform(node, fn)

@@ -1,0 +1,241 @@
+"""The `lower-scheduler` pass: persistent tile schedulers become scalars.
+
+A persistent kernel launches a fixed number of CTAs (or clusters) and lets
+each walk over many output tiles.  The walk is written with a scheduler
+object,
+
+    ts = persistent_scheduler_2d(num_m_tiles=32, num_n_tiles=32,
+                                 l2_group_size=8, num_clusters=132)
+    ts.init(bx)
+    while ts.valid():
+        ... ts.m_idx ... ts.n_idx ...
+        ts.next_tile()
+
+and nothing after this pass needs to know about it: the object is three
+mutable i32 scalars (the linear tile index and its (m, n) decoding), `init`
+and `next_tile` are assignments, `valid()` a comparison and `m_idx`/`n_idx`
+plain names.  So the symbol analysis, scope inference, dispatch and the
+emitter see ordinary scalar code, and the sm_90a and sm_100a kernels share
+one scheduler.
+
+The order is the L2-grouped one: linear tile t belongs to group
+t // (G * num_n_tiles) of G consecutive M-tiles (G = l2_group_size; the last
+group may be shorter), and within a group the M index runs fastest.  CTAs
+that run at the same time then share G rows of A tiles and a few columns of
+B tiles, which stay in L2.  Each CTA starts at its own id and strides by
+`num_clusters`, the number of CTAs (or clusters) launched.
+
+Schedulers are declared with a plain assignment anywhere in the kernel.  The
+pass runs right after expand-inline, so that every later pass (and the
+symbol analysis they share) sees plain scalars; the four arguments must fold
+to compile-time integers there.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import attrs
+
+from tilec.compiler import ir, visit
+from tilec.compiler.builtins import Signature
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.passmanager import Pass, PassContext
+from tilec.passes.dispatch.registry import NameGen
+from tilec.passes.fold_constants import fold_expr
+
+CONSTRUCTOR = "persistent_scheduler_2d"
+SIGNATURE = Signature.parse(
+    "*, num_m_tiles: int, num_n_tiles: int, l2_group_size: int = 8, num_clusters: int"
+)
+ATTRIBUTES = ("m_idx", "n_idx")
+METHODS = ("init", "valid", "next_tile")
+
+
+class LowerScheduler(Pass):
+    name = "lower-scheduler"
+    requires = frozenset({"expanded"})
+    provides = frozenset({"scheduler-lowered"})
+
+    def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
+        return lower_schedulers(module)
+
+
+def lower_schedulers(module: ir.Module) -> ir.Module:
+    """`module` with every persistent_scheduler_2d of every kernel lowered."""
+    kernels = tuple(_lower_kernel(k) for k in module.kernels)
+    return attrs.evolve(module, kernels=kernels)
+
+
+@attrs.frozen
+class Scheduler:
+    """One declared scheduler: its configuration and the names of its scalars."""
+
+    name: str
+    num_m_tiles: int
+    num_n_tiles: int
+    group: int
+    num_clusters: int
+    tile: str
+    m_idx: str
+    n_idx: str
+
+    @property
+    def num_tiles(self) -> int:
+        return self.num_m_tiles * self.num_n_tiles
+
+    def decode(self, span) -> List[ir.Stmt]:
+        """Assignments of m_idx and n_idx from the linear tile index."""
+        tile = ir.Name(self.tile, span=span)
+        per_group = self.group * self.num_n_tiles
+
+        def binary(op, a, b):
+            return ir.Binary(op, a, b, span=span)
+
+        def lit(v):
+            return ir.Int(v, span=span)
+
+        first_m = binary("*", binary("//", tile, lit(per_group)), lit(self.group))
+        within = binary("%", tile, lit(per_group))
+        if self.num_m_tiles % self.group == 0:
+            rows = lit(self.group)
+        else:  # the last group holds the remaining num_m_tiles % group rows
+            rows = ir.Call("min", (binary("-", lit(self.num_m_tiles), first_m), lit(self.group)), span=span)
+        return [
+            ir.Assign((ir.Name(self.m_idx, span=span),), binary("+", first_m, binary("%", within, rows)), span=span),
+            ir.Assign((ir.Name(self.n_idx, span=span),), binary("//", within, rows), span=span),
+        ]
+
+
+def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
+    decls = _declarations(k)
+    if not decls:
+        return k
+    names = NameGen(
+        {n.id for n in visit.walk(k) if isinstance(n, ir.Name)}
+        | {s.var for s in visit.walk(k) if isinstance(s, ir.For)}
+        | {p.name for p in k.params}
+    )
+    schedulers = {}
+    for name, call in decls.items():
+        schedulers[name] = _configure(name, call, names)
+    return attrs.evolve(k, body=_Lowering(schedulers).block(k.body))
+
+
+def _declarations(k: ir.Kernel) -> Dict[str, ir.Call]:
+    found: Dict[str, ir.Call] = {}
+    for node in visit.walk(k):
+        if isinstance(node, ir.Assign) and isinstance(node.value, ir.Call) and node.value.func == CONSTRUCTOR:
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ir.Name) or node.type is not None:
+                raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to one plain name", node.span)
+            name = node.targets[0].id
+            if name in found:
+                raise TilecError(f"scheduler '{name}' is declared twice", node.span)
+            found[name] = node.value
+    for node in visit.walk(k):
+        if isinstance(node, ir.Call) and node.func == CONSTRUCTOR and not any(node is c for c in found.values()):
+            raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to a name", node.span)
+    return found
+
+
+def _configure(name: str, call: ir.Call, names: NameGen) -> Scheduler:
+    bound = SIGNATURE.bind(CONSTRUCTOR, call.args, call.kwargs, call.span)
+    bound = {k: fold_expr(v) if isinstance(v, ir.Expr) else v for k, v in bound.items()}
+    values = SIGNATURE.literals(CONSTRUCTOR, bound, call.span)
+    for key in ("num_m_tiles", "num_n_tiles", "l2_group_size", "num_clusters"):
+        if values[key] < 1:
+            arg = bound[key]
+            where = arg.span if isinstance(arg, ir.Expr) and arg.span else call.span
+            raise TilecError(f"{CONSTRUCTOR}: '{key}' must be at least 1, got {values[key]}", where)
+    if values["num_m_tiles"] * values["num_n_tiles"] >= 2**31:
+        raise TilecError(f"{CONSTRUCTOR}: {values['num_m_tiles']} x {values['num_n_tiles']} tiles overflow i32", call.span)
+    return Scheduler(
+        name,
+        values["num_m_tiles"],
+        values["num_n_tiles"],
+        min(values["l2_group_size"], values["num_m_tiles"]),
+        values["num_clusters"],
+        names.fresh(f"{name}_tile"),
+        names.fresh(f"{name}_m_idx"),
+        names.fresh(f"{name}_n_idx"),
+    )
+
+
+class _Lowering:
+    def __init__(self, schedulers: Dict[str, Scheduler]):
+        self.schedulers = schedulers
+
+    def block(self, stmts) -> tuple:
+        out: List[ir.Stmt] = []
+        for s in stmts:
+            out.extend(self.stmt(s))
+        return tuple(out)
+
+    def stmt(self, s: ir.Stmt) -> List[ir.Stmt]:
+        if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and s.value.func == CONSTRUCTOR:
+            ts = self.schedulers[s.targets[0].id]
+            zero = ir.Int(0, span=s.span)
+            return [
+                ir.Assign((ir.Name(n, span=s.span),), zero, type="i32", span=s.span)
+                for n in (ts.tile, ts.m_idx, ts.n_idx)
+            ]
+        if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Method):
+            ts = self._receiver(s.expr)
+            if ts is not None:
+                return self.method_stmt(ts, s.expr)
+        changes = {}
+        for field in ("body", "then", "orelse"):
+            value = getattr(s, field, None)
+            if isinstance(value, tuple) and value:
+                changes[field] = self.block(value)
+        s = attrs.evolve(s, **changes) if changes else s
+        return [visit.map_children(s, lambda c: c if isinstance(c, ir.Stmt) else self.expr(c))]
+
+    def method_stmt(self, ts: Scheduler, m: ir.Method) -> List[ir.Stmt]:
+        span = m.span
+        tile = ir.Name(ts.tile, span=span)
+        if m.kwargs:
+            raise TilecError(f"{ts.name}.{m.name}() takes no keyword arguments", span)
+        if m.name == "init":
+            if len(m.args) != 1:
+                raise TilecError(f"{ts.name}.init() takes the linear CTA (or cluster) id", span)
+            return [ir.Assign((tile,), self.expr(m.args[0]), span=span)] + ts.decode(span)
+        if m.name == "next_tile":
+            if m.args:
+                raise TilecError(f"{ts.name}.next_tile() takes no arguments", span)
+            return [ir.AugAssign(tile, "+", ir.Int(ts.num_clusters, span=span), span=span)] + ts.decode(span)
+        if m.name == "valid":
+            raise TilecError(f"{ts.name}.valid() is a value (use it in a condition)", span)
+        raise TilecError(f"a tile scheduler has no method '{m.name}' (it has {', '.join(METHODS)})", span)
+
+    def _receiver(self, e) -> "Scheduler | None":
+        obj = e.obj
+        if isinstance(obj, ir.Name) and obj.id in self.schedulers:
+            return self.schedulers[obj.id]
+        return None
+
+    def expr(self, node: ir.Node) -> ir.Node:
+        """`node` with scheduler attributes and `valid()` replaced (pre-order,
+        so that the scheduler's own name is only an error outside them)."""
+        if isinstance(node, ir.Attr):
+            ts = self._receiver(node)
+            if ts is not None:
+                if node.name not in ATTRIBUTES:
+                    raise TilecError(
+                        f"a tile scheduler has no attribute '{node.name}' (it has {', '.join(ATTRIBUTES)})",
+                        node.span,
+                    )
+                return ir.Name(ts.m_idx if node.name == "m_idx" else ts.n_idx, span=node.span)
+        if isinstance(node, ir.Method):
+            ts = self._receiver(node)
+            if ts is not None:
+                if node.name != "valid":
+                    raise TilecError(f"{ts.name}.{node.name}() is a statement, not a value", node.span)
+                if node.args or node.kwargs:
+                    raise TilecError(f"{ts.name}.valid() takes no arguments", node.span)
+                span = node.span
+                return ir.Binary("<", ir.Name(ts.tile, span=span), ir.Int(ts.num_tiles, span=span), span=span)
+        if isinstance(node, ir.Name) and node.id in self.schedulers:
+            raise TilecError(
+                f"tile scheduler '{node.id}' is used as a value; use its m_idx, n_idx or valid()", node.span
+            )
+        return visit.map_children(node, self.expr)
