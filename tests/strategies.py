@@ -295,11 +295,15 @@ def _splice(text: str, start: int, end: int, new: str) -> str:
     return text[:start] + new + text[end:]
 
 
+INTERESTING_FLOATS = ("0.0", "-0.0", "0.5", "1e-320", "3.4e38", "3.5e38", "65504.0", "65520.0",
+                      "1e308", "1e999", "0x10")
+
+
 def _number(c: Chooser, old: str) -> str:
     try:
         value = int(old, 0)
-    except ValueError:
-        value = 1
+    except ValueError:  # a float
+        return c.pick(INTERESTING_FLOATS + INTERESTING_INTS[:8])
     near = (value + 1, value - 1, value * 2, value // 2, -value, value * 1000)
     return str(c.pick(INTERESTING_INTS + near if c.chance(2) else near))
 
@@ -648,7 +652,7 @@ class _KernelWriter:
         dst = c.pick(bufs)
         prefix = c.pick(("", "", "", "cta.", "warp.", "thread.", "wg."))
         if c.chance(4):
-            value = self.expr(_VALUE_TYPE.get(dst[1], "f32"), 1) if dst[1] in _VALUE_TYPE else "0"
+            value = self.expr(_VALUE_TYPE[dst[1]], 1) if dst[1] in _VALUE_TYPE else "0"
             self.emit(f"{prefix}fill({self.region(dst, dst[2][-1:])}, {value})")
             return
         src = c.pick(bufs)
@@ -658,7 +662,8 @@ class _KernelWriter:
             return
         op = "copy" if dst[1] == src[1] else "cast"
         extra = ""
-        if op == "copy" and self.bar and self.at_least(90) and src[3] == "global" and dst[3] != "local" and c.chance(2):
+        tma = self.bar and self.at_least(90) and src[3] == "global" and dst[3].startswith("shared")
+        if op == "copy" and tma and c.chance(2):
             op, extra = "copy_async", f', dispatch="tma", mbar={self.bar}.ptr_to([0])'
         self.emit(f"{prefix}{op}({self.region(dst, extents)}, {self.region(src, extents)}{extra})")
 

@@ -1,6 +1,7 @@
-"""Robustness: whatever the input, compiling it ends in success or in a
-located `TilecError` -- never in another exception (an internal error) and
-never in an error without a source position.
+"""Robustness: whatever the input, compiling it ends in success (with IR
+that prints and parses back) or in a located `TilecError` -- never in
+another exception (an internal error) and never in an error without a
+source position.
 
 The inputs are the examples with a few random edits (tokens deleted,
 duplicated or swapped; numbers, dtypes, layouts, scopes, names and operators
@@ -18,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from strategies import RandomChooser, mutated_programs, typed_program, typed_programs
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.pipeline import compile_source
+from tilec.compiler.printer import print_module
 from tilec.compiler.targets import TARGETS
 from tilec.compiler.verifier import verify
 from tilec.grammar.parser import parse
@@ -34,11 +36,14 @@ def fuzz(examples: int):
 
 
 def compiles_or_says_where(text: str) -> None:
+    """On every target: a located error, or IR that prints and parses back."""
     for target in TARGETS:
         try:
-            compile_source(text, "fuzz.tile", target=target)
+            module = compile_source(text, "fuzz.tile", target=target).module
         except TilecError as err:
             assert err.span is not None, f"error without a location on {target}: {err.message}"
+            continue
+        assert parse(print_module(module), "printed.tile") == module
 
 
 def test_there_are_examples_to_mutate():

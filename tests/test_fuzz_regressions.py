@@ -9,6 +9,7 @@ import pytest
 
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.pipeline import compile_source
+from tilec.grammar.parser import parse
 
 
 class _TooSlow(Exception):
@@ -118,3 +119,40 @@ def test_mutable_scalar_of_a_storage_only_dtype(dtype):
         """
     )
     assert dtype in err.message and err.span.line == 2
+
+
+_KERNEL = """
+kernel k(A: f32[4]):
+    cta_id([1])
+    tx = thread_id([32])
+    A[0] = {}
+"""
+
+
+@pytest.mark.parametrize(
+    "expr, message",
+    [
+        # folding made a number of 2**66 bits, for minutes (seed 15, input 6604)
+        ("2 << (31 << 31)", "overflows 64 bits"),
+        # OverflowError: integer division result too large for a float
+        ("(1 << 63) * 4 / 3.0", "overflows 64 bits"),
+        ("1" + "0" * 400 + " / 3", "does not fit in 64 bits"),
+        # ValueError: a literal of more than 4300 digits reached int()
+        ("1" + "0" * 5000, "does not fit in 64 bits"),
+        ("0x1" + "0" * 16, "does not fit in 64 bits"),
+        # an inf constant has no literal: the IR no longer printed
+        ("1e999", "beyond the f64 range"),
+        ("1e308 * 10.0", "overflows the f64 range"),
+    ],
+    ids=["huge-shift", "int-to-float", "huge-literal-division", "5000-digits", "hex-65-bits",
+         "inf-literal", "inf-folded"],
+)
+def test_constants_beyond_64_bits(expr, message):
+    err = located_error(_KERNEL.format(expr))
+    assert message in err.message and err.span.line == 4
+
+
+@pytest.mark.parametrize("literal", ["18446744073709551615", "0xFFFFFFFFFFFFFFFF", "000000000000000000000000007"])
+def test_the_widest_integer_literals_still_parse(literal):
+    module = parse(f"const X = {literal}\n", "t.tile")
+    assert module.consts[0].value.value == int(literal, 0 if literal.startswith("0x") else 10)

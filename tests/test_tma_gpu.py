@@ -2,14 +2,15 @@
 elsewhere): the acceptance grid of tests/tma_kernels.py -- every swizzle
 mode for 1-, 2- and 4-byte elements, loads and stores, partial regions at
 offsets, 3-D tensors, multi-stage shared buffers, issue loops, fills past
-the tensor's edge, reductions -- with random data, the output poisoned
-first and every element compared with numpy; then the seed's demo and the
-streaming copy.  The same kernels and expectations run in the PTX
-simulator in test_tma_variant.py, which is what makes them trustworthy
-here.  Multicast and cache hints are checked on the CPU only (PTX and
-assembly): a multicast needs a cluster barrier before the peer's mbarrier
-may be signalled, and a cache policy a createpolicy, which the language
-does not have yet."""
+the tensor's edge, ragged last tiles of 128-column 128B-swizzled tiles
+(`-k ragged`: a dim split over descriptor dims must clip where the tensor
+ends), reductions -- with random data, the output poisoned first and every
+element compared with numpy; then the seed's demo and the streaming copy.
+The same kernels and expectations run in the PTX simulator in
+test_tma_variant.py, which is what makes them trustworthy here.  Multicast
+and cache hints are checked on the CPU only (PTX and assembly): a multicast
+needs a cluster barrier before the peer's mbarrier may be signalled, and a
+cache policy a createpolicy, which the language does not have yet."""
 from pathlib import Path
 
 import numpy as np

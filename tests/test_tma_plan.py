@@ -30,7 +30,8 @@ def check(glayout, gshape, slayout, sshape, g_region, s_region, dtype, envs=({},
     assert reach <= cosize(glayout or row_major(gshape)) * elem, "the map reaches past the tensor"
     for env in envs:
         assert simulate(plan, elem, env) == intended(glayout, gshape, slayout, sshape, g_region, s_region, elem, env)
-    assert plan.bytes == elem * len(intended(glayout, gshape, slayout, sshape, g_region, s_region, elem, envs[0]))
+    moved, clipped = intended(glayout, gshape, slayout, sshape, g_region, s_region, elem, envs[0])
+    assert plan.bytes == elem * (len(moved) + len(clipped))  # a clipped position still counts its bytes
     assert plan.elem_strides == (1,) * plan.rank and plan.interleave == "none"
     return plan
 
@@ -67,13 +68,16 @@ def test_gemm_operand_load_with_stages():
 
 
 def test_gemm_epilogue_store_spans_two_atoms_in_one_issue():
+    """The tile's start is a known multiple of the atom row (64 columns) and
+    the tensor whole atom rows, so its two atom columns are one box."""
     layout = mma_shared_layout("f16", 3, (128, 128))
-    envs = [{"m": 0, "n": 0}, {"m": 3968, "n": 3968}, {"m": 128, "n": 256}]
-    plan = check(None, (4096, 4096), layout, (128, 128), [("m", 128), ("n", 128)], full((128, 128)),
-                 "f16", envs, direction="s2g")
+    envs = [{"bm": 0, "bn": 0}, {"bm": 31, "bn": 31}, {"bm": 1, "bn": 2}]
+    g_region = [(Affine(0, (("bm", 128),)), 128), (Affine(0, (("bn", 128),)), 128)]
+    plan = check(None, (4096, 4096), layout, (128, 128), g_region, full((128, 128)), "f16", envs, direction="s2g")
     assert plan.direction == "s2g"
-    assert (plan.rank, plan.box, plan.strides) == (3, (64, 128, 2), (8192, 128))
-    assert len(plan.issues) == 1
+    assert (plan.rank, plan.dims, plan.box, plan.strides) == (3, (64, 4096, 64), (64, 128, 2), (8192, 128))
+    (issue,) = plan.issues
+    assert issue.coords == (Affine(), Affine(0, (("bm", 128),)), Affine(0, (("bn", 2),)))
 
 
 def test_descriptor_does_not_depend_on_the_start():
@@ -96,14 +100,88 @@ DTYPE_NAMES = ["u8", "f16", "f32"]
 @pytest.mark.parametrize("dtype", DTYPE_NAMES)
 @pytest.mark.parametrize("atoms", [(1, 1), (2, 1), (1, 2), (2, 3)])
 def test_swizzled_tiles_load_in_one_issue(mode, dtype, atoms):
-    rows, width = 8 * atoms[0], (16 << mode) // DTYPES[dtype].bytes * atoms[1]
+    """Column starts that are whole atom rows, in a tensor of whole atom rows."""
+    per_atom = (16 << mode) // DTYPES[dtype].bytes
+    rows, width = 8 * atoms[0], per_atom * atoms[1]
     layout = mma_shared_layout(dtype, mode, (rows, width))
-    gshape = (3 * rows, 2 * width + 16)
-    g_region = [("r", rows), ("c", width)]
-    envs = [{"r": 0, "c": 0}, {"r": rows + 3, "c": 16}, {"r": 2 * rows, "c": width + 16}]
+    gshape = (3 * rows, 2 * width + per_atom)
+    g_region = [("r", rows), (Affine(0, (("c", per_atom),)), width)]
+    envs = [{"r": 0, "c": 0}, {"r": rows + 3, "c": 1}, {"r": 2 * rows, "c": atoms[1] + 1}]
     plan = check(None, gshape, layout, (rows, width), g_region, full((rows, width)), dtype, envs)
     assert len(plan.issues) == 1
     assert plan.box[0] * DTYPES[plan.dtype].bytes <= {0: 256, 1: 32, 2: 64, 3: 128}[mode]
+
+
+# --------------------------------------------------------------------------
+# Ragged edges: tensors whose extents are not multiples of the tile, the
+# starts runtime multiples of the tile, sampled up to the last (partial) tile
+# --------------------------------------------------------------------------
+
+
+def tiles(name, n):
+    """The start `name * n` of tile `name`: a runtime value, a known multiple of n."""
+    return Affine(0, ((name, n),))
+
+
+def up_to_last_tile(names, extents, tile):
+    """Bindings of the tile indices: the first tile, the last tile of each
+    dim (partly past the edge) with the others first, and all last together."""
+    last = {x: -(-e // n) - 1 for x, e, n in zip(names, extents, tile)}
+    envs = [dict.fromkeys(names, 0), last]
+    envs += [{**dict.fromkeys(names, 0), x: last[x]} for x in names]
+    return envs
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+@pytest.mark.parametrize("atoms", [(1, 1), (2, 2), (1, 4)])
+@pytest.mark.parametrize("past", ["16B", "atom"])
+def test_ragged_2d_tiles(mode, dtype, atoms, past):
+    """The tensor ends 16 bytes, or one atom row, into its last tile.  A tile
+    wider than an atom row splits its columns into atom-row pieces in one box
+    only when the tensor's width is whole atom rows; otherwise each atom column
+    is an issue of its own."""
+    elem = DTYPES[dtype].bytes
+    per_atom = (16 << mode) // elem
+    rows, width = 8 * atoms[0], per_atom * atoms[1]
+    extra = 16 // elem if past == "16B" else per_atom
+    gshape = (2 * rows + 3, 2 * width + extra)
+    layout = mma_shared_layout(dtype, mode, (rows, width))
+    g_region = [(tiles("bm", rows), rows), (tiles("bn", width), width)]
+    envs = up_to_last_tile(["bm", "bn"], gshape, (rows, width))
+    for direction in ("g2s", "s2g"):
+        plan = check(None, gshape, layout, (rows, width), g_region, full((rows, width)), dtype, envs,
+                     direction=direction)
+        exact = atoms[1] == 1 or gshape[1] % per_atom == 0
+        assert len(plan.issues) == (1 if exact else atoms[1])
+        assert plan.dims[0] == (per_atom if atoms[1] > 1 and exact else gshape[1])
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("dtype", DTYPE_NAMES)
+def test_ragged_3d_tiles(mode, dtype):
+    elem = DTYPES[dtype].bytes
+    per_atom = (16 << mode) // elem
+    tile = (2, 8, 2 * per_atom)
+    gshape = (5, 21, 4 * per_atom + 16 // elem)
+    layout = mma_shared_layout(dtype, mode, tile)
+    g_region = [(tiles(x, n), n) for x, n in zip(("a", "b", "c"), tile)]
+    envs = up_to_last_tile(["a", "b", "c"], gshape, tile)
+    plan = check(None, gshape, layout, tile, g_region, full(tile), dtype, envs)
+    if mode == 0:  # 16 bytes is the atom row: the width is whole atom rows and the split exact
+        assert plan.dims == (per_atom, 21, gshape[2] // per_atom, 5) and len(plan.issues) == 1
+    else:  # two atom columns, and the outer dim is behind them in shared memory
+        assert plan.dims == (gshape[2], 21, 5) and plan.box == (per_atom, 8, 1) and len(plan.issues) == 4
+
+
+def test_ragged_unit_dim_and_bare_symbol_starts():
+    """A start that is not a known multiple of the atom row (a bare runtime
+    value) cannot carry a split either, even in a tensor of whole atom rows."""
+    layout = mma_shared_layout("f16", 3, (16, 128))
+    g_region = [("p", 1), ("r", 16), ("c", 128)]
+    envs = [{"p": 0, "r": 0, "c": 0}, {"p": 2, "r": 30, "c": 130}, {"p": 1, "r": 7, "c": 250}]
+    plan = check(None, (3, 40, 256), layout, (16, 128), g_region, full((16, 128)), "f16", envs)
+    assert len(plan.issues) == 2 and plan.dims == (256, 40, 3)
 
 
 @pytest.mark.parametrize("mode", [0, 3])
@@ -152,8 +230,9 @@ def test_column_major_tiles_keep_the_contiguous_dim_innermost(mode, dtype):
     tile = (2 * width, 16)  # (m, k), m contiguous in both memories
     glayout = make((4 * width, 64), (1, 4 * width))
     slayout = permute_dims(mma_shared_layout(dtype, mode, (16, 2 * width)), (16, 2 * width), (1, 0))
-    plan = check(glayout, (4 * width, 64), slayout, tile, [("m", 2 * width), ("k", 16)], full(tile), dtype,
-                 [{"m": 0, "k": 0}, {"m": 2 * width, "k": 48}, {"m": width, "k": 5}])
+    g_region = [(Affine(0, (("m", width),)), 2 * width), ("k", 16)]  # m starts on whole atom rows
+    plan = check(glayout, (4 * width, 64), slayout, tile, g_region, full(tile), dtype,
+                 [{"m": 0, "k": 0}, {"m": 2, "k": 48}, {"m": 1, "k": 5}, {"m": 3, "k": 60}])
     assert len(plan.issues) == 1 and plan.strides[0] == 4 * width * DTYPES[dtype].bytes
 
 
@@ -310,18 +389,25 @@ def copies(draw):
     mode = 0 if plain else draw(st.sampled_from([0, 1, 2, 3]))
     slayout = TileLayout(shard or [Iter(1, 1)], swizzle=hardware_swizzle(DTYPES[dtype], mode))
     gshape = [n + draw(st.sampled_from([0, 0, 16 // elem, 64])) for n in tile]
-    symbolic = [draw(st.booleans()) for _ in tile]
-    starts = [draw(st.integers(0, g - n)) for g, n in zip(gshape, tile)]
-    g_region = [(f"s{d}" if symbolic[d] else s, n) for d, (s, n) in enumerate(zip(starts, tile))]
-    env = {f"s{d}": s for d, s in enumerate(starts)}
-    return dtype, tuple(gshape), slayout, tuple(tile), g_region, env, plain
+    g_region, inside, ragged = [], {}, {}  # two bindings: the region in the tensor, and past its edge
+    for d, (g, n) in enumerate(zip(gshape, tile)):
+        kind, name = draw(st.sampled_from(["const", "symbol", "tiles"])), f"s{d}"
+        if kind == "const":
+            g_region.append((draw(st.integers(0, g - n)), n))
+        elif kind == "symbol":  # any start
+            g_region.append((name, n))
+            inside[name], ragged[name] = draw(st.integers(0, g - n)), draw(st.integers(0, g - 1)) if g > n else 0
+        else:  # a tile index: the start a known multiple of the tile, the last tile partial
+            g_region.append((tiles(name, n), n))
+            inside[name], ragged[name] = draw(st.integers(0, g // n - 1)), -(-g // n) - 1
+    return dtype, tuple(gshape), slayout, tuple(tile), g_region, [inside, ragged], plain
 
 
 @settings(max_examples=150, deadline=None)
 @given(copies())
 def test_random_plans_are_exact(copy):
-    dtype, gshape, slayout, tile, g_region, env, plain = copy
+    dtype, gshape, slayout, tile, g_region, envs, plain = copy
     try:
-        check(None, gshape, slayout, tile, g_region, full(tile), dtype, [env])
+        check(None, gshape, slayout, tile, g_region, full(tile), dtype, envs)
     except TilecError:
         assert not plain

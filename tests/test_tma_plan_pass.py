@@ -132,10 +132,14 @@ def region_of(arg: ir.Expr, shape, env):
 
 
 def test_annotations_move_exactly_the_copied_elements():
-    m = run(GEMM)
+    check_annotations(run(GEMM), [{"bx": 0, "s": 0, "k": 0, "stage": 0}, {"bx": 1, "s": 1, "k": 5, "stage": 1}])
+
+
+def check_annotations(m, envs):
+    """Every copy of `m`, as annotated, at each binding of `envs`: the model
+    of the hardware moves what the layouts describe, clipping at the edges."""
     syms = analyze_kernel(m.kernels[0], m, targets.target("sm_90a"))
     maps = tensormaps(m)
-    envs = [{"bx": 0, "s": 0, "k": 0, "stage": 0}, {"bx": 1, "s": 1, "k": 5, "stage": 1}]
     for call in copies(m):
         dst, src = (syms.buffer_of(a) for a in call.args)
         g, s, garg, sarg = (src, dst, *call.args[::-1]) if src.scope == "global" else (dst, src, *call.args)
@@ -144,6 +148,46 @@ def test_annotations_move_exactly_the_copied_elements():
             plan = plan_of(maps[kwargs(call)["tmap"].value], call, env, "g2s")
             gr, sr = region_of(garg, g.shape, env), region_of(sarg, s.shape, env)
             assert simulate(plan, 2) == intended(glayout, g.shape, slayout, s.shape, gr, sr, 2)
+
+
+RAGGED = """
+const N = {n}
+kernel k(A: f16[256, N], D: f16[256, N]):
+    bx, by = cta_id([2, (N + 127) // 128])
+    t = thread_id([128])
+    pool = smem_pool()
+    bar = pool.alloc((1,), u64, align=8)
+    pool.move_base_to(1024)
+    Ts = pool.alloc((128, 128), f16, layout=tma_shared_layout(f16, SWIZZLE_128B_ATOM, (128, 128)))
+    pool.commit()
+    meta m_st = bx * 128
+    meta n_st = by * 128
+    if t == 0:
+        copy_async(Ts[:, :], A[m_st : m_st + 128, n_st : n_st + 128], dispatch="tma", mbar=bar.ptr_to([0]))
+        copy_async(D[m_st : m_st + 128, n_st : n_st + 128], Ts[:, :], dispatch="tma")
+"""
+
+
+def test_ragged_128_wide_tiles_split_columns_only_when_exact():
+    """A 128-column tile of a 128B-swizzled buffer is two 64-column atom
+    columns.  At N = 136 the last tile holds 8 columns: the two atom columns
+    are two issues at coordinates n and n + 64 of a descriptor dim of 136
+    (one box of dims (64, 2) would clip columns 128..135 at the inner dim).
+    At N = 192, whole atom rows, one box spans both atom columns."""
+    envs = [{"bx": bx, "by": by} for bx in (0, 1) for by in (0, 1)]
+    m = run(RAGGED.format(n=136))
+    entries = [tensormap_entry(s) for s in tensormaps(m).values()]
+    assert [(e["tensor"], e["dims"], e["box"]) for e in entries] == [("A", [136, 256], [64, 128]),
+                                                                      ("D", [136, 256], [64, 128])]
+    for call in copies(m):
+        assert print_expr(kwargs(call)["tma_issues"]) == "[((by * 128, bx * 128), 0), ((by * 128 + 64, bx * 128), 8192)]"
+    check_annotations(m, envs)
+    m = run(RAGGED.format(n=192))
+    entries = [tensormap_entry(s) for s in tensormaps(m).values()]
+    assert [(e["dims"], e["box"]) for e in entries] == [([64, 256, 3], [64, 128, 2])] * 2
+    for call in copies(m):
+        assert print_expr(kwargs(call)["tma_issues"]) == "[((0, bx * 128, by * 2), 0)]"
+    check_annotations(m, envs)
 
 
 SEED = """

@@ -176,7 +176,8 @@ def same_bits(got: np.ndarray, want: np.ndarray) -> bool:
 def grid_cases() -> list:
     """The GPU acceptance grid: every swizzle mode (and a row-major and a
     padded shared buffer) for 1-, 2- and 4-byte elements, each direction,
-    partial regions at offsets, 3-D tensors, out-of-bounds boxes."""
+    partial regions at offsets, 3-D tensors, out-of-bounds boxes, ragged
+    last tiles of tiles wider than an atom row."""
     cases = []
     for dtype in ("u8", "f16", "f32"):
         eb = DTYPES[dtype].bytes
@@ -202,6 +203,11 @@ def grid_cases() -> list:
         Case("load-f16-oob-zero", "f16", (50, 72), (64, 128), (16, 64), (4, 2), (0, 0), "load", 3),
         Case("load-f32-oob-nan", "f32", (50, 40), (64, 64), (16, 32), (4, 2), (0, 0), "load", 3, oob="nan"),
         Case("store-f16-oob-clipped", "f16", (64, 128), (50, 72), (16, 64), (4, 2), (0, 0), "store", 3),
+        # 128-column tiles of 64-column (128B) atom rows, the last tile ragged: at 136 columns the two
+        # atom columns are two issues, at 192 (whole atom rows) one box of both, clipped by atom column
+        Case("load-f16-ragged-128", "f16", (40, 136), (48, 256), (16, 128), (3, 2), (0, 0), "load", 3),
+        Case("store-f16-ragged-128", "f16", (48, 256), (40, 136), (16, 128), (3, 2), (0, 0), "store", 3),
+        Case("both-f16-ragged-whole-atoms", "f16", (40, 192), (40, 192), (16, 128), (3, 2), (0, 0), "both", 3),
         Case("both-u8-long-rows", "u8", (16, 1024), (16, 1024), (8, 512), (2, 2), (0, 0), "both", None),
         Case("reduce-f32", "f32", (32, 128), (32, 128), (16, 32), (2, 4), (0, 0), "reduce", 3),
         Case("reduce-i32", "i32", (32, 128), (32, 128), (16, 32), (2, 4), (0, 0), "reduce", 1),

@@ -6,7 +6,8 @@ The model is the one the planner is written against (tests/tma_sim.py):
 one `cp.async.bulk.tensor` walks the box of its tensor map from the given
 coordinates, dim 0 fastest, lands it densely at the shared address and
 XOR-swizzles each 16-byte chunk by its absolute address; positions outside
-the tensor read as zero (or NaN) on a load and are skipped on a store.  The
+any dim of the tensor map (each coordinate bounded by its own dim) read as
+zero (or NaN) on a load and are skipped on a store.  The
 copy happens when the instruction runs and completes its bytes on the
 mbarrier at once, which is one legal schedule of the real, asynchronous
 one.  An mbarrier keeps its state in its own 8 shared bytes: the expected

@@ -5,9 +5,10 @@
 
 Every input (a mutated example from examples/, or a random well-typed kernel,
 made by tests/strategies.py) is compiled for every target.  A compile must
-succeed or raise a `TilecError` that has a source span; anything else -- an
-exception of another type, an error without a location, a compile that runs
-past --timeout seconds -- is a failure.  Failures are grouped by (kind,
+succeed, leaving IR that prints and parses back to itself, or raise a
+`TilecError` that has a source span; anything else -- an exception of another
+type, an error without a location, a compile that runs past --timeout
+seconds, IR that does not round-trip -- is a failure.  Failures are grouped by (kind,
 innermost tilec frame); the first input of each group is shrunk (lines, then
 tokens, while the same failure persists) and written to DIR with its
 traceback.  The summary lists the groups; the exit status is 1 when there is
@@ -37,7 +38,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import strategies  # noqa: E402  (tests/strategies.py)
 from tilec.compiler.diagnostics import TilecError  # noqa: E402
 from tilec.compiler.pipeline import compile_source  # noqa: E402
+from tilec.compiler.printer import print_module  # noqa: E402
 from tilec.compiler.targets import TARGETS  # noqa: E402
+from tilec.grammar.parser import parse  # noqa: E402
 
 FILENAME = "fuzz.tile"
 
@@ -107,17 +110,26 @@ OK = Outcome("ok")
 LOCATED = Outcome("located error")
 
 
+class Mismatch(Exception):
+    """The printed IR of a compiled program parses to another module."""
+
+
 def outcome(text: str, target: str, timeout: float) -> Outcome:
-    """How compiling `text` for `target` ends, within `timeout` seconds."""
+    """How compiling `text` for `target` ends, within `timeout` seconds; a
+    compile that succeeds must also leave IR that prints and parses back."""
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
+    stage = "compile"
     try:
-        compile_source(text, FILENAME, target=target)
+        module = compile_source(text, FILENAME, target=target).module
+        stage = "IR round trip"
+        if parse(print_module(module), FILENAME) != module:
+            raise Mismatch("the printed IR parses to a different module")
         return OK
     except TilecError as err:
-        if err.span is not None:
+        if err.span is not None and stage == "compile":
             return LOCATED
-        kind, exc = "unlocated TilecError", err
+        kind, exc = "unlocated TilecError" if stage == "compile" else "TilecError", err
     except Timeout as err:
         kind, exc = "Timeout", err
     except RecursionError as err:  # before Exception: its traceback is huge
@@ -126,6 +138,8 @@ def outcome(text: str, target: str, timeout: float) -> Outcome:
         kind, exc = type(err).__name__, err
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+    if stage != "compile":
+        kind += " in the IR round trip"
     trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__, limit=-12))
     return Outcome(kind, _innermost_tilec_frame(exc), str(exc)[:500], trace)
 

@@ -4,9 +4,12 @@ Passes declare the IR properties they need (`requires`), establish
 (`provides`) and destroy (`invalidates`); the manager derives the order from
 those declarations instead of trusting a hand-written list, so a new pass
 cannot silently run before the analysis it depends on.  The order is a
-topological sort of a networkx graph (an edge from each provider to each
-requirer, and from each requirer to each pass that invalidates what it
-requires), broken by registration order so it is deterministic.
+topological sort of a graph (an edge from each provider to each requirer,
+and from each requirer to each pass that invalidates what it requires),
+broken by registration order so it is deterministic.  The sort is a few
+lines of `heapq` because every compile orders the pipeline and importing
+networkx costs a cold `tilec` run more than the rest of its start-up; networkx
+is imported only to explain a cycle, which is a bug in tilec.
 
 Instrumentation follows MLIR's pass manager: IR dumps before/after selected
 passes (to a stream, or to numbered files in a directory), stopping after a
@@ -16,13 +19,13 @@ pass.
 from __future__ import annotations
 
 import abc
+import heapq
 import sys
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, TextIO
 
 import attrs
-import networkx as nx
 
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
@@ -100,29 +103,59 @@ def order_passes(passes: Sequence[Pass]) -> list:
                     f"'{prop}' is provided by both '{providers[prop].name}' and '{p.name}'"
                 )
             providers[prop] = p
-    graph = nx.DiGraph()
-    graph.add_nodes_from(index)
+    edges = {}  # (from, to) -> why; insertion-ordered like a networkx DiGraph's
     for p in passes:
         for prop in sorted(p.requires):
             if prop not in providers:
                 raise PipelineError(
                     f"pass '{p.name}' requires '{prop}', which no pass provides"
                 )
-            graph.add_edge(providers[prop].name, p.name, why=f"'{prop}'")
+            edges[providers[prop].name, p.name] = f"'{prop}'"
     for p in passes:
         for prop in sorted(p.invalidates):
             for q in passes:
                 if q is not p and prop in q.requires:
-                    graph.add_edge(q.name, p.name, why=f"'{prop}' (invalidated)")
-    try:
-        names = list(nx.lexicographical_topological_sort(graph, key=index.__getitem__))
-    except nx.NetworkXUnfeasible:
-        cycle = nx.find_cycle(graph)
-        path = " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
-        whys = ", ".join(f"{a} -> {b} for {graph.edges[a, b]['why']}" for a, b in cycle)
-        raise PipelineError(f"the passes form a cycle: {path} ({whys})") from None
+                    edges[q.name, p.name] = f"'{prop}' (invalidated)"
+    names = _lexicographic_topological_sort(index, edges)
+    if names is None:
+        raise PipelineError(_cycle_message(index, edges))
     by_name = {p.name: p for p in passes}
     return [by_name[n] for n in names]
+
+
+def _lexicographic_topological_sort(index: dict, edges: dict) -> Optional[list]:
+    """Kahn's algorithm taking, among the nodes whose predecessors are all
+    placed, the one of lowest `index` (networkx's
+    `lexicographical_topological_sort` with that key); None on a cycle."""
+    successors = {name: [] for name in index}
+    indegree = dict.fromkeys(index, 0)
+    for a, b in edges:
+        successors[a].append(b)
+        indegree[b] += 1
+    ready = [(i, name) for name, i in index.items() if indegree[name] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, name = heapq.heappop(ready)
+        order.append(name)
+        for succ in successors[name]:
+            indegree[succ] -= 1
+            if indegree[succ] == 0:
+                heapq.heappush(ready, (index[succ], succ))
+    return order if len(order) == len(index) else None
+
+
+def _cycle_message(index: dict, edges: dict) -> str:
+    import networkx as nx  # only here: see the module docstring
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(index)
+    for (a, b), why in edges.items():
+        graph.add_edge(a, b, why=why)
+    cycle = nx.find_cycle(graph)
+    path = " -> ".join([a for a, _ in cycle] + [cycle[0][0]])
+    whys = ", ".join(f"{a} -> {b} for {edges[a, b]}" for a, b in cycle)
+    return f"the passes form a cycle: {path} ({whys})"
 
 
 class PassManager:

@@ -37,14 +37,30 @@ L3  The segments, in chain order, are the descriptor dims (so the box's
 
 Coordinates.  One descriptor serves every copy of the same tile of a tensor
 (each k step, each stage), so region starts go into coordinates, never into
-the descriptor.  Each global dim with a start or an issue axis has one
-*carrier* dim: the segment holding its unit step, else an added box-1 dim
-with the dim's own stride.  Its coordinate is the start plus the issue's
-offset along the dim; the other segments of the dim start at 0.  So a
-coordinate is affine in the starts (`bx * 128`, `k * 64`) and never divides
-them.  The carrier's extent is the dim's extent less what the other segments
-reach, so a copy inside the tensor is inside every descriptor dim and the
-map spans exactly the tensor: the seed's 8x256 tile gives dims (64, 8, 4).
+the descriptor.  The hardware bounds each coordinate by its own dim, not by
+the element's place in the tensor: a box position with c[j] + p[j] outside
+[0, dims[j]) is clipped (a load fills it, a store skips it).  So the dims a
+global dim of extent E is spread over must together say exactly 0 <= x < E,
+also for a region that runs past the tensor's end (a ragged last tile).
+Each global dim with a start or an issue axis has one *carrier* dim, whose
+coordinate takes the start plus the issue's offset along the dim:
+
+- a dim in one segment (the one holding its unit step) is carried by it,
+  with extent E; a dim in no segment gets an added box-1 dim, its own stride;
+- a dim split into segments (a 128-column f16 tile of 64-column 128B atom
+  rows: 64 columns, then 2 at stride 64) is exact only when the inner
+  segments tile one block (units 1, b0, b0*b1, ...) and each is exactly its
+  box, so that coordinates 0..box-1 never clip, and the outermost counts
+  whole blocks: extent E / block, coordinate start / block.  Start and E
+  must be multiples of the block (`Affine.divisible_by`; the issue steps
+  along the dim always are); the seed's 8x256 tile gives dims (64, 8, 4).
+  Where that is not proven (N = 136, or a start not known to be a multiple
+  of 64) the candidate is refused, and the shortening above makes the outer
+  segments an issue loop: the inner segment carries the dim, with extent E,
+  and each issue adds its offset (coordinates n and n + 64).
+
+So a coordinate is affine in the starts (`bx * 128`, `k * 64`), divided only
+by a block they are known multiples of, and the map spans exactly the tensor.
 """
 from __future__ import annotations
 
@@ -376,24 +392,46 @@ def _cut(pieces: list[_Digit], first_limit: int) -> list[_Digit]:
 
 def _descriptor(segments, axes, gdims) -> list[_Dim]:
     """Segments then carriers as descriptor dims, with coordinates."""
-    carriers = {s.gdim: j for j, s in enumerate(segments) if s.unit == 1}
+    pieces: dict[int, list[_Digit]] = {}
+    for s in segments:
+        pieces.setdefault(s.gdim, []).append(s)
+    carriers = {d: _carrier(d, ps, gdims[d]) for d, ps in pieces.items()}
     needed = {a.gdim for a in axes} | {d for d, g in enumerate(gdims) if g.start != Affine()}
     extra = sorted(needed - carriers.keys(), key=lambda d: gdims[d].stride)
-    rows = [(s.gdim, s.unit, s.extent, s.gstride) for s in segments]
-    rows += [(d, 1, 1, gdims[d].stride) for d in extra]
-    carriers.update({d: len(segments) + i for i, d in enumerate(extra)})
-    reach = {}
-    for j, (d, unit, box, _) in enumerate(rows):
-        if carriers[d] != j:
-            reach[d] = reach.get(d, 0) + unit * (box - 1)
     dims = []
-    for j, (d, unit, box, stride) in enumerate(rows):
-        if carriers[d] == j:
-            steps = tuple(a.unit if a.gdim == d else 0 for a in axes)
-            dims.append(_Dim(gdims[d].extent - reach.get(d, 0), box, stride, gdims[d].start, steps))
+    for s in segments:
+        if carriers[s.gdim] is s:
+            dims.append(_carried(gdims[s.gdim], s.gdim, s.unit, s.extent, s.gstride, axes))
         else:
-            dims.append(_Dim(box, box, stride, Affine(), (0,) * len(axes)))
+            dims.append(_Dim(s.extent, s.extent, s.gstride, Affine(), (0,) * len(axes)))
+    dims += [_carried(gdims[d], d, 1, 1, gdims[d].stride, axes) for d in extra]
     return dims
+
+
+def _carrier(d: int, pieces: list[_Digit], g: _GlobalDim) -> _Digit:
+    """The segment of global dim `d` that carries its start and issue steps
+    (see Coordinates): the dim's only segment, or the outermost of segments
+    that nest from its unit step and count whole blocks of it.  The dim's
+    other digits then step by multiples of the block too."""
+    pieces = sorted(pieces, key=lambda s: s.unit)
+    if pieces[0].unit != 1:
+        raise _Broken(f"global dim {d}'s unit step is an issue axis while a coarser step of it is in the box")
+    for inner, outer in zip(pieces, pieces[1:]):
+        if outer.unit != inner.unit * inner.extent:
+            raise _Broken(f"the box pieces of global dim {d} (steps {inner.unit} and {outer.unit}) do not nest")
+    block = pieces[-1].unit
+    if not (g.start.divisible_by(block) and g.extent % block == 0):
+        raise _Broken(
+            f"global dim {d} split into blocks of {block} elements is clipped at its end only if its start "
+            f"({g.start}) and extent ({g.extent}) are multiples of {block}"
+        )
+    return pieces[-1]
+
+
+def _carried(g: _GlobalDim, d: int, unit: int, box: int, stride: int, axes) -> _Dim:
+    """The carrier dim of global dim `d`, counting `unit` elements of it."""
+    steps = tuple(a.unit // unit if a.gdim == d else 0 for a in axes)
+    return _Dim(g.extent // unit, box, stride, g.start.exact_div(unit), steps)
 
 
 def _merge(dims: list[_Dim], elem: int) -> list[_Dim]:

@@ -13,46 +13,57 @@ import attrs
 from tilec.compiler import ir
 
 
-def _is_node(value) -> bool:
-    return isinstance(value, ir.Node)
+_CHILD_FIELDS: dict = {}
+"""Node class -> the names of its fields other than `span`.  Every pass walks
+the IR many times over; asking attrs for the fields at each node is most of
+what a walk costs."""
+
+
+def _child_fields(cls) -> tuple:
+    names = _CHILD_FIELDS.get(cls)
+    if names is None:
+        names = _CHILD_FIELDS[cls] = tuple(f.name for f in attrs.fields(cls) if f.name != "span")
+    return names
 
 
 def children(node: ir.Node) -> Iterator[ir.Node]:
     """Direct child nodes, in field order (tuples flattened, None skipped)."""
-    for field in attrs.fields(type(node)):
-        if field.name == "span":
-            continue
-        value = getattr(node, field.name)
-        if _is_node(value):
+    Node = ir.Node
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
             yield value
         elif isinstance(value, tuple):
             for item in value:
-                if _is_node(item):
+                if isinstance(item, Node):
                     yield item
 
 
 def walk(node: ir.Node) -> Iterator[ir.Node]:
     """Every node below and including `node`, pre-order."""
-    yield node
-    for child in children(node):
-        yield from walk(child)
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        yield node
+        kids = list(children(node))
+        kids.reverse()
+        stack.extend(kids)
 
 
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
     """Rebuild `node` with `fn` applied to each direct child (not recursive)."""
+    Node = ir.Node
     changes = {}
-    for field in attrs.fields(type(node)):
-        if field.name == "span":
-            continue
-        value = getattr(node, field.name)
-        if _is_node(value):
+    for name in _child_fields(type(node)):
+        value = getattr(node, name)
+        if isinstance(value, Node):
             new = fn(value)
-        elif isinstance(value, tuple) and any(_is_node(v) for v in value):
-            new = tuple(fn(v) if _is_node(v) else v for v in value)
+        elif isinstance(value, tuple) and any(isinstance(v, Node) for v in value):
+            new = tuple(fn(v) if isinstance(v, Node) else v for v in value)
         else:
             continue
         if new is not value:
-            changes[field.name] = new
+            changes[name] = new
     return attrs.evolve(node, **changes) if changes else node
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 import os
 import re
 import threading
@@ -643,12 +644,24 @@ class _Builder(Transformer):
 
     def int(self, meta, children):
         text = str(children[0])
-        value = int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
-        self.last_literal = ir.Int(value, span=self.span(meta))
+        hexa = text[:2] in ("0x", "0X")
+        digits = (text[2:] if hexa else text).lstrip("0")
+        # 2**64 - 1 has 16 hex or 20 decimal digits; counting first keeps a
+        # literal of thousands of digits from reaching int()
+        if len(digits) > (16 if hexa else 20) or int(digits or "0", 16 if hexa else 10) >= 1 << 64:
+            raise TilecError(
+                f"integer literal {text[:24]}{'...' if len(text) > 24 else ''} does not fit in 64 bits "
+                f"(at most {(1 << 64) - 1})",
+                self.span(meta),
+            )
+        self.last_literal = ir.Int(int(digits or "0", 16 if hexa else 10), span=self.span(meta))
         return self.last_literal
 
     def float(self, meta, children):
-        self.last_literal = ir.Float(float(children[0]), span=self.span(meta))
+        value = float(children[0])
+        if math.isinf(value):
+            raise TilecError(f"float literal {children[0]} is beyond the f64 range", self.span(meta))
+        self.last_literal = ir.Float(value, span=self.span(meta))
         return self.last_literal
 
     def string(self, meta, children):

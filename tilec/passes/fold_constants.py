@@ -16,6 +16,7 @@ number, so every later pass sees one layout notation.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import attrs
@@ -168,12 +169,28 @@ def _fold_binary(node: ir.Binary) -> ir.Expr:
     if op in _ARITH:
         if op in ("/", "//", "%") and y == 0:
             raise TilecError("division by zero in a constant expression", node.span)
-        return _literal(_ARITH[op](x, y), node.span)
+        return _literal(_in_64_bits(_ARITH[op](x, y), node), node.span)
     if op in _INT_ONLY and isinstance(a, ir.Int) and isinstance(b, ir.Int):
         if op in ("<<", ">>") and y < 0:
             raise TilecError(f"negative shift count {y}", node.span)
-        return ir.Int(_INT_ONLY[op](x, y), span=node.span)
+        if op == "<<" and x and y >= 64:  # raised before Python makes a number of y bits
+            raise TilecError(f"constant expression overflows 64 bits (a shift left by {y})", node.span)
+        return ir.Int(_in_64_bits(_INT_ONLY[op](x, y), node), span=node.span)
     return node
+
+
+def _in_64_bits(value, node: ir.Binary):
+    """`value`, when an i64 or u64 can hold it (an integer) or it is a finite
+    f64: other constants exist in no runtime type and have no literal to
+    print, and folding more arithmetic on a huge integer only makes bigger
+    ones (or fails to make a float)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TilecError(f"constant expression overflows the f64 range (it is {value})", node.span)
+    if isinstance(value, int) and not -(1 << 63) <= value < 1 << 64:
+        raise TilecError(
+            f"constant expression overflows 64 bits (its value needs {value.bit_length()} bits)", node.span
+        )
+    return value
 
 
 def _fold_index(node: ir.Index) -> ir.Expr:

@@ -15,6 +15,7 @@ all a new variant needs.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 
@@ -34,8 +35,10 @@ from tilec.passes.dispatch.registry import (
 )
 
 
+@functools.lru_cache(maxsize=None)
 def load_variants() -> None:
-    """Import every variant module (idempotent: Python imports each once)."""
+    """Import every variant module, once per process (walking the package
+    lists directories, which every dispatched call would otherwise repeat)."""
     for info in pkgutil.walk_packages(__path__, prefix=__name__ + "."):
         importlib.import_module(info.name)
 

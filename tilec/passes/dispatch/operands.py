@@ -929,14 +929,16 @@ def roll(ctx: DispatchContext, stmts: list, shortest: int = 3) -> list:
     """`stmts` with every run of `shortest` or more statements that differ
     only in integers, each changing by a fixed step, written as one `unroll`
     loop -- what an author would write; the unroll pass expands it again."""
+    shapes = [_blank_ints(s) for s in stmts]
+    ints = [_ints(s) for s in stmts]
     out, i = [], 0
     while i < len(stmts):
-        shape = _blank_ints(stmts[i])
-        first = _ints(stmts[i])
+        shape = shapes[i]
+        first = ints[i]
         j = i + 1
         step = None
-        while j < len(stmts) and _blank_ints(stmts[j]) == shape:
-            values = _ints(stmts[j])
+        while j < len(stmts) and shapes[j] == shape:
+            values = ints[j]
             d = [b - a for a, b in zip(first, values)]
             if step is None:
                 step = d

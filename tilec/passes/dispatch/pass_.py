@@ -98,15 +98,26 @@ class _Kernel:
             selection = select(op, ctx)
         except TilecError as err:
             raise err.with_span(op.span)
-        return [_locate(s, op.span) for s in selection.stmts]
+        located: dict = {}
+        return [_locate(s, op.span, located) for s in selection.stmts]
 
 
-def _locate(node: ir.Node, span) -> ir.Node:
-    """`node` with every node that has no source location placed at `span`."""
+def _locate(node: ir.Node, span, located: dict) -> ir.Node:
+    """`node` with every node that has no source location placed at `span`.
+    `located` (id -> (node, result)) carries results between the statements
+    of one call: a lowering reuses subtrees (an accumulator's elements in
+    every instruction), and each is rebuilt once."""
     if span is None:
         return node
 
     def fn(n):
-        return attrs.evolve(n, span=span) if n.span is None else n
+        done = located.get(id(n))
+        if done is not None:
+            return done[1]
+        new = visit.map_children(n, fn)
+        if new.span is None:
+            new = attrs.evolve(new, span=span)
+        located[id(n)] = (n, new)  # `n` kept alive so that its id is not reused
+        return new
 
-    return visit.transform(node, fn)
+    return fn(node)

@@ -75,7 +75,8 @@ def known_divisor(e: ir.Expr, name_divisor=lambda name: 1) -> int:
 class Addressing:
     """Mixed into `KernelEmitter`; uses `value`, `arith`, `convert`, `line`,
     `regs`, `syms`, and the tables `bases` (buffer name -> base address
-    operand) and `reg_arrays` (storage root -> list of registers)."""
+    operand) and `reg_arrays` (storage root -> list of registers), and keeps
+    its per-buffer caches in `layouts`, `grouped` and `const_slots`."""
 
     # ---- layouts --------------------------------------------------------
 
@@ -96,12 +97,17 @@ class Addressing:
         return layout
 
     def dim_iters(self, buf: Buffer):
-        """Per dim, the layout's iterators outermost first (contiguous runs fused)."""
+        """Per dim, the layout's iterators outermost first (contiguous runs
+        fused); kept per buffer like `layout_of`."""
+        cached = self.grouped.get(buf.name)
+        if cached is not None:
+            return cached
         try:
             g = layout_shape.group(self.layout_of(buf), buf.shape)
         except LayoutError as err:
             raise err.with_span(buf.span)
-        return g, [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
+        cached = self.grouped[buf.name] = g, [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
+        return cached
 
     def axis_offsets(self, buf: Buffer, indices: Sequence[ir.Expr], keep, t: str) -> Dict[str, Operand]:
         """Per axis in `keep` (a predicate on axis names), the offset of element
@@ -216,9 +222,22 @@ class Addressing:
             raise err.with_span(root.span)
 
     def local_slot(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
-        """The storage index of a local element (thread axes dropped)."""
+        """The storage index of a local element (thread axes dropped).
+
+        Constant indices fold to an immediate and emit nothing, so that slot
+        is kept per buffer: lowered kernels name the same register-array
+        elements over and over (an accumulator in every wgmma, every cast)."""
+        key = None
+        if all(type(i) is ir.Int for i in indices):
+            key = (buf.name, tuple(i.value for i in indices))
+            slot = self.const_slots.get(key)
+            if slot is not None:
+                return slot
         offs = self.axis_offsets(buf, indices, lambda axis: axis == "m", "i32")
-        return self.swizzled(offs.get("m", self.imm(0, "i32")), self.layout_of(buf), "i32")
+        slot = self.swizzled(offs.get("m", self.imm(0, "i32")), self.layout_of(buf), "i32")
+        if key is not None:
+            self.const_slots[key] = slot
+        return slot
 
     def element_ref(self, e: ir.Index) -> Ref:
         buf = self.syms.buffer_of(e)

@@ -111,6 +111,8 @@ class KernelEmitter(Expressions, Addressing, IntrinsicCalls):
         self.bases: Dict[str, Operand] = {}
         self.reg_arrays: Dict[str, List[Operand]] = {}
         self.layouts = {}
+        self.grouped = {}
+        self.const_slots = {}
         self.decls: List[str] = []
         self.uses_dyn = False
         self.tid: Optional[Operand] = None

@@ -26,13 +26,12 @@ The descriptor is encoded once, from the shared buffer's first element
 16-byte offset and its tensor-memory column -- one tcgen05.cp for one atom,
 one per atom for more (the unrolled loop over the middle tiles).  Like every
 copy_async variant it does not complete the copy: the caller commits it to an
-mbarrier (`ptx.tcgen05.commit`) and waits there.
+mbarrier (`ptx.tcgen05.commit`) and waits there.  (numpy is imported by
+the lowering, not the module: dispatch loads every variant module.)
 """
 from __future__ import annotations
 
 from typing import List
-
-import numpy as np
 
 from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
@@ -99,6 +98,7 @@ def _single_thread(op: TileOp, ctx: DispatchContext):
     ],
 )
 def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
+    import numpy as np
     kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
     bound = SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
     cta_group = SIGNATURE.literals(op.call.func, bound, op.span)["cta_group"]

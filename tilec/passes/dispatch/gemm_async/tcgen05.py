@@ -45,7 +45,9 @@ c of each CTA's 64 x N half in lane r + 64 (c / (N/2)), column c % (N/2)
 (layout B: `S[(64, 2, N/2) : (1@TLane, 64@TLane, 1@TCol)]`).
 
 The helpers below (`place`, `shared_matrix`, `tmem_base`...) are also what
-copy_async's tcgen05_cp and tcgen05_ld read their operands with.
+copy_async's tcgen05_cp and tcgen05_ld read their operands with.  They
+import numpy where they use it: dispatch loads every variant module, and a
+compile for another target should not pay for numpy's import.
 """
 from __future__ import annotations
 
@@ -53,7 +55,6 @@ from math import prod
 from typing import Dict, List, Optional, Sequence
 
 import attrs
-import numpy as np
 
 from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
@@ -95,6 +96,7 @@ SF_BLOCK = 32
 
 def _digits(iters, xs) -> Dict[str, np.ndarray]:
     """Per axis, the offset the iterators give each index in `xs`."""
+    import numpy as np
     x = np.asarray(xs, dtype=np.int64)
     out: Dict[str, np.ndarray] = {}
     for it in reversed(iters):
@@ -127,6 +129,7 @@ class Placed:
     def grid(self, axis: str) -> np.ndarray:
         """The compile-time offset on `axis` of every element, over the
         region's shape."""
+        import numpy as np
         out = np.full(self.shape, self.base.get(axis, 0), dtype=np.int64)
         for i, t in enumerate(self.tables):
             if axis in t:
@@ -137,12 +140,14 @@ class Placed:
 
     def line(self, i: int, axis: str) -> np.ndarray:
         """The offsets along local dim i on `axis` (zeros when it does not move it)."""
+        import numpy as np
         return np.asarray(self.tables[i].get(axis, np.zeros(self.shape[i], dtype=np.int64)))
 
 
 def place(r: Region, axes: Sequence[str], what: str) -> Placed:
     """`r` on its layout; a located error when the layout uses an axis other
     than `axes` or a run-time start cannot be followed."""
+    import numpy as np
     buf = r.buffer
     layout = buffer_layout(buf)
     name = f"{what} '{buf.name}'"
@@ -267,6 +272,7 @@ def shared_matrix(
     `base + mn[i] + k[j]` (compile-time part) as a matrix, in tiles of
     `tile_shape` (MN x K elements) at the (mn, k) origins `tiles`, and derive
     the descriptor."""
+    import numpy as np
     buf = p.region.buffer
     dt = DTYPES[buf.dtype]
     name = f"{what} '{buf.name}'"
@@ -646,6 +652,7 @@ def _datapath(M: int, n: int, cg: int):
 def _accumulator(c: Call, M: int, n_mma: int, cg: int, blocks, bound) -> Dict[int, ir.Expr]:
     """The D address of each N block, after checking that C's layout is the
     data path's."""
+    import numpy as np
     what = "gemm_async's accumulator C"
     name = f"{what} '{c.C.name}'"
     if M not in (64, 128):
@@ -689,6 +696,7 @@ def _accumulator(c: Call, M: int, n_mma: int, cg: int, blocks, bound) -> Dict[in
 
 def _tmem_a(c: Call, M: int, blocks, bound) -> Dict[tuple, ir.Expr]:
     """A in tensor memory: row r in lane r, K along the columns."""
+    import numpy as np
     what = "gemm_async's A"
     name = f"{what} '{c.A.name}'"
     if M != 128:
@@ -710,6 +718,7 @@ def _scale_factors(c: Call, M: int, n_mma: int, mma_k: int, k_steps: int, blocks
     instruction's rows is in lane r % 32 of every warp's quarter (the layout's
     R[4 : 32@TLane]) and column r / 32 from the first, and an instruction's
     factors for one row sit in consecutive bytes of a column."""
+    import numpy as np
     per = mma_k // SF_BLOCK
     out = {}
     sides = []

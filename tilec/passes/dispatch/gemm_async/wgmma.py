@@ -56,7 +56,6 @@ import itertools
 from typing import Dict, List
 
 import attrs
-import numpy as np
 
 from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
@@ -281,13 +280,11 @@ def _plus(e: ir.Expr, k: int, span) -> ir.Expr:
 # --------------------------------------------------------------------------
 
 
-_THREADS = np.arange(WARPGROUP)
-
-
-def fragment_coord(t, i: int) -> tuple:
+def fragment_coord(t: int, i: int) -> tuple:
     """(row, col) in a 64 x n tile of value i held by thread t of the
-    warpgroup (an int, or an array of them), for the wgmma D fragment (and
-    the A fragment with n = 16)."""
+    warpgroup, for the wgmma D fragment (and the A fragment with n = 16).
+    It is a thread part plus a value part: fragment_coord(t, i) =
+    fragment_coord(t, 0) + fragment_coord(0, i)."""
     w, lane = t // 32, t % 32
     return 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
 
@@ -313,28 +310,30 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str) -> 
             f"got {layout}"
         )
     slot_of = {c: s for s, c in enumerate(st.slots) if c is not None}
-    # each thread's shift from thread 0's coordinates, and where the hardware wants value i
-    shift = np.array([st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) for t in range(WARPGROUP)])
-    lead = np.array(starts[:-2], dtype=np.int64)
+    # Thread t holds in each register thread 0's element moved by shift[t];
+    # the hardware puts each value of thread t at thread 0's moved by
+    # fragment_coord(t, 0) (no move in the leading dims).  So every value is
+    # in place or none is, and the first thread that differs is the same for all.
+    lead = tuple(starts[:-2])
+    zero = (0,) * len(lead)
+    bad = next((t for t in range(WARPGROUP)
+                if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0)), None)
     out = []
     for row0, col0 in tiles:
         elems = []
         for i in range(n // 2):
-            rows, cols = fragment_coord(_THREADS, i)
-            want = np.concatenate([np.broadcast_to(lead, (WARPGROUP, len(lead))),
-                                   np.stack([starts[-2] + row0 + rows, starts[-1] + col0 + cols], axis=1)], axis=1)
-            first = tuple(int(v) for v in want[0])
+            row, col = fragment_coord(0, i)
+            first = lead + (starts[-2] + row0 + row, starts[-1] + col0 + col)
             slot = slot_of.get(first)
             if slot is None:
                 raise Decline(f"{what} '{r.name}': no register holds element {first} in thread 0 ({layout})")
-            got = np.array(st.slots[slot]) + shift
-            wrong = np.flatnonzero((got != want).any(axis=1))
-            if wrong.size:
-                t = int(wrong[0])
+            if bad is not None:
+                shift = st.thread_offset({"laneid": bad % 32, "wid_in_wg": bad // 32})
+                want = tuple(a + b for a, b in zip(first, zero + fragment_coord(bad, 0)))
+                got = tuple(a + b for a, b in zip(first, shift))
                 raise Decline(
-                    f"{what} '{r.name}' is not in the wgmma fragment layout: thread {t} must hold "
-                    f"element {tuple(int(v) for v in want[t])} in its register {slot}, the layout {layout} "
-                    f"puts {tuple(int(v) for v in got[t])} there"
+                    f"{what} '{r.name}' is not in the wgmma fragment layout: thread {bad} must hold "
+                    f"element {want} in its register {slot}, the layout {layout} puts {got} there"
                 )
             elems.append(ir.Index(ir.Name(r.name), tuple(ir.Int(v) for v in first)))
         out.append(elems)
@@ -429,23 +428,31 @@ def shared_operand(r: Region, rows_per_inst: int, divisors: Divisors, what: str)
             raise Decline(f"{name}: the tile at row {blk * rows_per_inst}, column {kk * MMA_K} is not 16-byte aligned")
         starts[(blk, kk)] = off // 16
     swz = layout.swizzle
-    for r_, k in itertools.product(range(rows), range(K)):
+    # The byte the descriptor reads element (r, k) at, before its XOR, is a
+    # row part plus a column part: the block's start address (row block plus
+    # K step) and the offsets within the core matrices.
+    row_lin, k_lin = [], []
+    for r_ in range(rows):
         blk, rr = divmod(r_, rows_per_inst)
+        row_lin.append(h_rows[blk * rows_per_inst] * eb + (rr // 8) * desc.sbo
+                       + (rr % 8) * (16 if mode == SWIZZLE_NONE else width))
+    for k in range(K):
         kk, kq = divmod(k, MMA_K)
-        lin = starts[(blk, kk)] * 16 + (rr // 8) * desc.sbo
-        if mode == SWIZZLE_NONE:
-            lin += (kq * eb // 16) * desc.lbo + (rr % 8) * 16 + kq * eb % 16
-        else:
-            lin += (rr % 8) * width + kq * eb
-        hw = lin ^ (((lin >> 7) & ((1 << xor_bits) - 1)) << 4)
-        m = h_rows[r_] + h_k[k]
-        actual = (swz(m) if swz is not None else m) * eb
-        if hw != actual:
-            raise Decline(
-                f"{name} is not in a layout wgmma reads: element ({r_}, {k}) of the tile is at byte {actual}, "
-                f"the {SWIZZLE_WIDTH_BYTES[mode]}B K-major descriptor (LBO {desc.lbo}, SBO {desc.sbo}) reads it "
-                f"at {hw} ({layout})"
-            )
+        within = (kq * eb // 16) * desc.lbo + kq * eb % 16 if mode == SWIZZLE_NONE else kq * eb
+        k_lin.append(h_k[kk * MMA_K] * eb + within)
+    xor_mask = (1 << xor_bits) - 1
+    for r_ in range(rows):
+        for k in range(K):
+            lin = row_lin[r_] + k_lin[k]
+            hw = lin ^ (((lin >> 7) & xor_mask) << 4)
+            m = h_rows[r_] + h_k[k]
+            actual = (swz(m) if swz is not None else m) * eb
+            if hw != actual:
+                raise Decline(
+                    f"{name} is not in a layout wgmma reads: element ({r_}, {k}) of the tile is at byte {actual}, "
+                    f"the {SWIZZLE_WIDTH_BYTES[mode]}B K-major descriptor (LBO {desc.lbo}, SBO {desc.sbo}) reads it "
+                    f"at {hw} ({layout})"
+                )
     ldo, sdo, swizzle = desc.intrinsic_args()
     return SharedOperand(r, ldo, sdo, swizzle, starts)
 
