@@ -126,30 +126,43 @@ def _check_tmem_cols(values: Dict, span) -> None:
         raise TilecError(f"'n_cols' must be a power of two in [32, 512], got {n}", span)
 
 
+# Shared-memory matrix descriptors (wgmma and tcgen05 alike): the rows of
+# both families are built from these, with every bit from
+# tilec.compiler.mma_desc.
+
+
+def _smem_descriptor(family: str):
+    """Emission of ptx.<family>.encode_matrix_descriptor: the descriptor's
+    constant fields OR-ed with the run-time start address field,
+    (addr >> 4) & 0x3FFF (bits 0-13)."""
+
+    def emit(e, a) -> None:
+        const = SmemDescriptor(family, 0, a.ldo * 16, a.sdo * 16, a.swizzle).encode()
+        start = e.reg("u32")
+        e.line(f"shr.u32 {start}, {a.addr}, 4;")
+        e.line(f"and.b32 {start}, {start}, 16383;")
+        e.line(f"cvt.u64.u32 {a.result}, {start};")
+        if const:
+            e.line(f"or.b64 {a.result}, {a.result}, 0x{const:016x};")
+
+    return emit
+
+
+def _check_smem_descriptor(family: str):
+    def check(values: Dict, span) -> None:
+        try:
+            SmemDescriptor(family, 0, values["ldo"] * 16, values["sdo"] * 16, values["swizzle"])
+        except TilecError as err:
+            raise err.with_span(span)
+
+    return check
+
+
 # ---- wgmma (Hopper) emission, for gemm_async -> wgmma -------------------
 # (rows below, after ptx.wgmma.wait_group; the lowering that writes them is
 # tilec/passes/dispatch/gemm_async/wgmma.py)
 
 _WGMMA_DTYPES = ("f16", "bf16")
-
-
-def _check_wgmma_desc(values: Dict, span) -> None:
-    try:
-        SmemDescriptor("wgmma", 0, values["ldo"] * 16, values["sdo"] * 16, values["swizzle"])
-    except TilecError as err:
-        raise err.with_span(span)
-
-
-def _wgmma_desc(e, a) -> None:
-    """The constant fields of the descriptor OR-ed with the runtime start
-    address field, (addr >> 4) & 0x3FFF (bits 0-13)."""
-    const = SmemDescriptor("wgmma", 0, a.ldo * 16, a.sdo * 16, a.swizzle).encode()
-    start = e.reg("u32")
-    e.line(f"shr.u32 {start}, {a.addr}, 4;")
-    e.line(f"and.b32 {start}, {start}, 16383;")
-    e.line(f"cvt.u64.u32 {a.result}, {start};")
-    if const:
-        e.line(f"or.b64 {a.result}, {a.result}, {const};")
 
 
 def _check_wgmma_mma(values: Dict, span) -> None:
@@ -264,8 +277,8 @@ _TABLE = [
               doc="Wait until at most n wgmma groups are pending."),
     # ---- wgmma (Hopper), rows for gemm_async -> wgmma ----
     Intrinsic("ptx.wgmma.encode_matrix_descriptor",
-              "addr: shared_addr, ldo: int, sdo: int, swizzle: int(0|1|2|3)", "sm_90a", _wgmma_desc,
-              families=_HOPPER, result="u64", check=_check_wgmma_desc,
+              "addr: shared_addr, ldo: int, sdo: int, swizzle: int(0|1|2|3)", "sm_90a", _smem_descriptor("wgmma"),
+              families=_HOPPER, result="u64", check=_check_smem_descriptor("wgmma"),
               doc="The 64-bit wgmma matrix descriptor of the shared tile at `addr`: leading and stride "
                   "byte offsets `ldo`, `sdo` in 16-byte units, `swizzle` a SWIZZLE_* mode "
                   "(tilec.compiler.mma_desc).  Adding k to it advances the start address by 16k bytes."),
@@ -471,33 +484,6 @@ _TABLE += [
 # descriptor.  Every descriptor bit comes from tilec.compiler.mma_desc, so
 # the instruction descriptor is packed from the call's keywords at compile
 # time and checked there, not trusted as a number.
-
-
-def _smem_descriptor(family: str):
-    """Emission of ptx.<family>.encode_matrix_descriptor: the descriptor's
-    constant fields OR-ed with the run-time start address field,
-    (addr >> 4) & 0x3FFF (bits 0-13)."""
-
-    def emit(e, a) -> None:
-        const = SmemDescriptor(family, 0, a.ldo * 16, a.sdo * 16, a.swizzle).encode()
-        start = e.reg("u32")
-        e.line(f"shr.u32 {start}, {a.addr}, 4;")
-        e.line(f"and.b32 {start}, {start}, 16383;")
-        e.line(f"cvt.u64.u32 {a.result}, {start};")
-        if const:
-            e.line(f"or.b64 {a.result}, {a.result}, 0x{const:016x};")
-
-    return emit
-
-
-def _check_smem_descriptor(family: str):
-    def check(values: Dict, span) -> None:
-        try:
-            SmemDescriptor(family, 0, values["ldo"] * 16, values["sdo"] * 16, values["swizzle"])
-        except TilecError as err:
-            raise err.with_span(span)
-
-    return check
 
 
 def _tcgen05_idesc(v: Dict) -> Tcgen05InstrDesc:

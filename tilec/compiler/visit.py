@@ -73,3 +73,33 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
     `fn` returns the node unchanged to keep it.  Spans are preserved by
     `attrs.evolve`."""
     return fn(map_children(node, lambda child: transform(child, fn)))
+
+
+def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None) -> set:
+    """Every name that occurs in `node`: referenced, bound or declared.
+
+    This is what a pass's fresh names must avoid.  `skip_helper_bodies` leaves
+    out what an inline helper binds (its parameters and body), which are
+    renamed on expansion anyway; `module` adds the names its consts and
+    helpers declare, for a `node` (a kernel) that can see them."""
+    names = set()
+    if module is not None:
+        names.update(c.name for c in module.consts)
+        names.update(h.name for h in module.helpers)
+
+    def visit_node(n):
+        if isinstance(n, ir.Name):
+            names.add(n.id)
+        elif isinstance(n, ir.For):
+            names.add(n.var)
+        elif isinstance(n, (ir.Param, ir.Meta, ir.InlineDef, ir.TensorMap)):
+            names.add(n.name)
+        if isinstance(n, ir.InlineDef):
+            if skip_helper_bodies:
+                return
+            names.update(n.params)
+        for child in children(n):
+            visit_node(child)
+
+    visit_node(node)
+    return names

@@ -23,6 +23,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
 from lark.indenter import Indenter
 
+from tilec.cache_dir import cache_dir, enabled
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
@@ -149,14 +150,12 @@ def _lark() -> Lark:
 
 def _cache_file():
     """Where Lark keeps the analysed grammar: the directory of tilec's compile
-    cache (`$TILEC_CACHE_DIR`, default ~/.cache/tilec; `TILEC_CACHE=0` turns
-    both off).  Lark stores the grammar's hash in the file and rebuilds on a
-    mismatch or an unreadable file.  Building costs ~0.12 s, loading ~0.01 s.
-    (The environment variables are those of tilec.runtime.cache, read here
-    because importing that package would cost more than the cache saves.)"""
-    if os.environ.get("TILEC_CACHE", "1") == "0":
+    cache (`tilec.cache_dir`; `TILEC_CACHE=0` turns both off).  Lark stores
+    the grammar's hash in the file and rebuilds on a mismatch or an
+    unreadable file.  Building costs ~0.12 s, loading ~0.01 s."""
+    if not enabled():
         return False
-    directory = os.environ.get("TILEC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilec")
+    directory = cache_dir()
     try:
         os.makedirs(directory, exist_ok=True)
     except OSError:

@@ -100,31 +100,9 @@ def expand_module(module: ir.Module, defines: dict) -> ir.Module:
         if h.name in env:
             raise TilecError(f"'{h.name}' is defined twice", h.span)
         env[h.name] = _Binding("helper", h)
-    everything = set(env) | names_in(module)
+    everything = set(env) | visit.identifiers(module)
     kernels = tuple(_Expander(env, everything).kernel(k) for k in module.kernels)
     return attrs.evolve(module, consts=tuple(consts), helpers=(), kernels=kernels)
-
-
-def names_in(node: ir.Node, skip_helper_bodies: bool = False) -> set:
-    """Every name that occurs in `node`: referenced, bound or declared."""
-    names = set()
-
-    def visit_node(n):
-        if isinstance(n, ir.Name):
-            names.add(n.id)
-        elif isinstance(n, ir.For):
-            names.add(n.var)
-        elif isinstance(n, (ir.Param, ir.Meta, ir.InlineDef, ir.TensorMap)):
-            names.add(n.name)
-        if isinstance(n, ir.InlineDef):
-            if skip_helper_bodies:
-                return
-            names.update(n.params)
-        for child in visit.children(n):
-            visit_node(child)
-
-    visit_node(node)
-    return names
 
 
 class _Expander:
@@ -165,7 +143,7 @@ class _Expander:
     # -- statements --------------------------------------------------------
 
     def kernel(self, k: ir.Kernel) -> ir.Kernel:
-        self.outside = names_in(k, skip_helper_bodies=True)
+        self.outside = visit.identifiers(k, skip_helper_bodies=True)
         env = dict(self.globals)
         params = []
         for p in k.params:

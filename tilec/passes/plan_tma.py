@@ -60,24 +60,12 @@ class PlanTma(Pass):
         return attrs.evolve(module, kernels=kernels)
 
 
-def _identifiers(kernel: ir.Kernel, module: ir.Module) -> set:
-    names = {p.name for p in kernel.params} | {c.name for c in module.consts} | {h.name for h in module.helpers}
-    for node in visit.walk(kernel):
-        if isinstance(node, ir.Name):
-            names.add(node.id)
-        elif isinstance(node, ir.For):
-            names.add(node.var)
-        elif isinstance(node, (ir.Meta, ir.TensorMap, ir.InlineDef)):
-            names.add(node.name)
-    return names
-
-
 class _KernelPlanner:
     def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target):
         self.kernel = kernel
         self.target = target
         self.syms: KernelSymbols = analyze_kernel(kernel, module, target)
-        self.names = NameGen(_identifiers(kernel, module))
+        self.names = NameGen(visit.identifiers(kernel, module=module))
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
         self.new: list = []
 

@@ -23,7 +23,6 @@ from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.passes.dispatch.registry import NameGen
-from tilec.passes.expand_inline import names_in
 from tilec.passes.fold_constants import fold_block, fold_expr
 
 _LITERALS = (ir.Int, ir.Float, ir.Bool)
@@ -60,7 +59,7 @@ class _Unroller:
     declared before the statement in enclosing blocks."""
 
     def __init__(self, kernel: ir.Kernel):
-        self.names = NameGen(names_in(kernel))
+        self.names = NameGen(visit.identifiers(kernel))
 
     def block(self, stmts, visible) -> tuple:
         visible = set(visible)

@@ -16,14 +16,7 @@ import os
 import tempfile
 from pathlib import Path
 
-
-def enabled() -> bool:
-    return os.environ.get("TILEC_CACHE", "1") != "0"
-
-
-def cache_dir() -> Path:
-    configured = os.environ.get("TILEC_CACHE_DIR")
-    return Path(configured) if configured else Path.home() / ".cache" / "tilec"
+from tilec.cache_dir import cache_dir, enabled
 
 
 def cache_key(source: str, defines: dict, target: str) -> str:

@@ -36,21 +36,9 @@ def dispatch_module(module: ir.Module, target: Target) -> ir.Module:
     kernels = []
     for k in module.kernels:
         syms = analyze_kernel(k, module, target)
-        lowering = _Kernel(target, syms, NameGen(_taken_names(module, k)))
+        lowering = _Kernel(target, syms, NameGen(visit.identifiers(k, module=module)))
         kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
     return attrs.evolve(module, kernels=tuple(kernels))
-
-
-def _taken_names(module: ir.Module, kernel: ir.Kernel) -> set:
-    names = {c.name for c in module.consts} | {h.name for h in module.helpers}
-    for node in visit.walk(kernel):
-        if isinstance(node, ir.Name):
-            names.add(node.id)
-        elif isinstance(node, ir.For):
-            names.add(node.var)
-        elif isinstance(node, (ir.Param, ir.Meta, ir.TensorMap)):
-            names.add(node.name)
-    return names
 
 
 class _Kernel:
