@@ -303,7 +303,7 @@ def _number(c: Chooser, old: str) -> str:
     try:
         value = int(old, 0)
     except ValueError:  # a float
-        return c.pick(INTERESTING_FLOATS + INTERESTING_INTS[:8])
+        return str(c.pick(INTERESTING_FLOATS + INTERESTING_INTS[:8]))
     near = (value + 1, value - 1, value * 2, value // 2, -value, value * 1000)
     return str(c.pick(INTERESTING_INTS + near if c.chance(2) else near))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from strategies import RandomChooser, mutated_programs, typed_program, typed_programs
+from strategies import RandomChooser, mutate, mutated_programs, typed_program, typed_programs
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.pipeline import compile_source
 from tilec.compiler.printer import print_module
@@ -66,6 +66,19 @@ def test_typed_programs(text):
 @given(typed_programs().flatmap(lambda text: mutated_programs([text])))
 def test_mutated_typed_programs(text):
     compiles_or_says_where(text)
+
+
+def test_every_mutation_kind_makes_text():
+    """Cheap insurance for tools/fuzz.py: thousands of mutations, no compiles."""
+    texts = EXAMPLES + ["const X = 1.5e3 * 2\n"]
+    changed = 0
+    for seed in range(1500):
+        c = RandomChooser(random.Random(seed))
+        original = c.pick(texts)
+        text = mutate(original, c)
+        assert isinstance(text, str)
+        changed += text != original
+    assert changed > 1400
 
 
 def test_typed_programs_mostly_pass_the_verifier():

@@ -9,6 +9,7 @@ import pytest
 
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.pipeline import compile_source
+from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
 
 
@@ -156,3 +157,37 @@ def test_constants_beyond_64_bits(expr, message):
 def test_the_widest_integer_literals_still_parse(literal):
     module = parse(f"const X = {literal}\n", "t.tile")
     assert module.consts[0].value.value == int(literal, 0 if literal.startswith("0x") else 10)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "lane = lane_id([32])\n    if lane == 0:\n        meta m = 1",
+        "for i in range(4):\n        meta m = i",
+        "lane = lane_id([32])\n    while lane < 0:\n        inline def h():\n            pass",
+        "meta m = 1",
+    ],
+    ids=["if", "for", "while", "kernel"],
+)
+def test_blocks_of_only_metas_still_print(body):
+    """expand-inline emptied the block, and the printer cannot write an empty
+    body (seed 16, input 195)."""
+    text = f"kernel k(A: f32[4]):\n    {body}\n"
+    module = compile_source(text, "regression.tile", target="sm_90a").module
+    assert parse(print_module(module), "printed.tile") == module
+
+
+@pytest.mark.parametrize("method", ["r.local(0)", "r.view(0, 4)", "r.view(-2, 4)", "pool.alloc((-16,), i16)"])
+def test_buffers_of_no_elements(method):
+    """A layout of extent 0 failed to build, with no location (found by
+    tests/test_fuzz.py: `D_f.local(0)`); a pool of negative size vanished
+    while its buffers still named it (seed 18, input 7272)."""
+    err = located_error(
+        f"""
+        kernel k(A: f32[4]):
+            r = alloc_local((4,), f32)
+            pool = smem_pool()
+            v = {method}
+        """
+    )
+    assert "extents must be positive" in err.message and err.span.line == 4

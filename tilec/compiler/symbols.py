@@ -852,6 +852,9 @@ class _Analyzer:
             self.syms.type_of(e)
             return None
         values = row.signature.literals(what, bound, e.span)
+        for extent in values.get("shape", ()) + ((values["n"],) if "n" in values else ()):
+            if extent < 1:
+                raise TilecError(f"buffer extents must be positive, got {extent}", e.span)
         if receiver == "pool":
             return self.pool_method(sym.pool, e, bound, values, statement, result_name)
         if statement:

@@ -160,10 +160,14 @@ class _Expander:
         return attrs.evolve(k, params=tuple(params), body=body)
 
     def block(self, stmts, env: dict, stack: tuple) -> tuple:
+        """The expanded statements; a block of nothing but metas and helper
+        definitions keeps a `pass`, so the IR still prints and parses."""
         env = dict(env)
         out = []
         for s in stmts:
             out.extend(self.stmt(s, env, stack))
+        if stmts and not out:
+            out.append(ir.Pass(span=stmts[0].span))
         return tuple(out)
 
     def stmt(self, s: ir.Stmt, env: dict, stack: tuple) -> list:
