@@ -191,3 +191,25 @@ def test_buffers_of_no_elements(method):
         """
     )
     assert "extents must be positive" in err.message and err.span.line == 4
+
+
+def test_tmem_copy_over_a_huge_column_span():
+    """tcgen05.cp dispatch made a slot table as wide as the tile's column
+    span: 7.5 TiB (seed 19, input 9196)."""
+    err = located_error(
+        """
+        kernel k(A: u8[32, 16]):
+            cta_id([1])
+            warpgroup_id([1])
+            wid = warp_id_in_wg([4])
+            lane = lane_id([32])
+            s = alloc([32, 16], u8, scope="shared", layout=S[(32, 16) : (16, 1)], align=1024)
+            taddr = alloc_shared([1], u32)
+            tmem = decl_buffer([32, 16], u8, scope="tmem", allocated_addr=taddr[0],
+                               layout=S[(32, 16) : (1@TLane, 2147483647@TCol)] + R[4 : 32@TLane])
+            if wid == 0 and lane == 0:
+                copy_async(tmem[:, :], s[:, :], cta_group=1)
+        """,
+        target="sm_100a",
+    )
+    assert err.span.line == 11

@@ -124,9 +124,11 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     col0 = column_bits(first, dst.dtype, name)
     atom, within = np.divmod(cols - first, per_row)
     count = int(atom.max()) + 1
-    slot = np.full((count, ATOM_LANES, per_row), -1, dtype=np.int64)
-    slot[atom, lanes, within] = np.arange(len(lanes))
-    if len(lanes) != slot.size or np.any(slot < 0):
+    whole = len(lanes) == count * ATOM_LANES * per_row  # known before a slot table of a huge span is made
+    if whole:
+        slot = np.full((count, ATOM_LANES, per_row), -1, dtype=np.int64)
+        slot[atom, lanes, within] = np.arange(len(lanes))
+    if not whole or np.any(slot < 0):
         raise TilecError(
             f"{name}: the tile must fill whole 32-lane x 128-bit atoms (lanes 0-31, {per_row} {dst.dtype} per "
             f"lane from column {first}), got {len(lanes)} elements over {count} atom(s) ({t.layout})"
