@@ -19,7 +19,7 @@ from tilec.runtime.module import CompiledModule
 PathOrSource = Union[str, "os.PathLike[str]"]
 
 
-def _read(path_or_source: PathOrSource) -> tuple[str, str]:
+def read_source(path_or_source: PathOrSource) -> tuple[str, str]:
     """(text, filename).  A path-like, or a one-line string naming a .tile
     file, is read from disk; any other string is the source itself."""
     if isinstance(path_or_source, os.PathLike) or (
@@ -46,7 +46,19 @@ def compile(
     `defines` override consts like `-D`.  Results are cached on disk by
     source, defines, target and tilec version (see `tilec.runtime.cache`);
     a compile with non-default `options` (debugging, dumps) bypasses it."""
-    text, filename = _read(path_or_source)
+    text, filename = read_source(path_or_source)
+    return compile_text(text, filename, target=target, defines=defines, options=options)
+
+
+def compile_text(
+    text: str,
+    filename: str,
+    target: Optional[str] = None,
+    defines: Optional[dict] = None,
+    options: Optional[Options] = None,
+) -> CompiledModule:
+    """`compile` of source `text` already read; `filename` locates its
+    diagnostics."""
     if target is not None:
         targets.target(target)
     defines = dict(defines or {})

@@ -215,3 +215,33 @@ def launch(
     else:
         config.numAttrs = 0
     call(cu.cuLaunchKernelEx, config, function, params_address, 0)
+
+
+def event_create() -> object:
+    """A CUevent that records timing (for `event_elapsed_ms`)."""
+    device()
+    return call(cu.cuEventCreate, cu.CUevent_flags.CU_EVENT_DEFAULT)
+
+
+def event_record(event, stream: int) -> None:
+    call(cu.cuEventRecord, event, cu.CUstream(stream))
+
+
+def event_elapsed_ms(start, end) -> float:
+    """Milliseconds between two recorded events, waiting for `end`."""
+    call(cu.cuEventSynchronize, end)
+    return float(call(cu.cuEventElapsedTime, start, end))
+
+
+def event_destroy(event) -> None:
+    call(cu.cuEventDestroy, event)
+
+
+def stream_create() -> int:
+    """A new non-blocking stream's handle (for timing apart from others)."""
+    device()
+    return int(call(cu.cuStreamCreate, cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+
+
+def stream_destroy(stream: int) -> None:
+    call(cu.cuStreamDestroy, cu.CUstream(stream))

@@ -1,0 +1,108 @@
+"""tilec.autotune: the configuration space, shape buckets, the remembered
+winner on disk, parallel compiles with rejections (CPU), and tuning a real
+GEMM on the GPU."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tilec import autotune
+from tilec.compiler.diagnostics import TilecError
+
+ROOT = Path(__file__).resolve().parent.parent
+V7 = ROOT / "examples" / "hopper" / "hgemm_v7.tile"
+
+
+def test_space_is_the_cartesian_product_in_order():
+    got = autotune.configs({"BLK_N": [128, 256], "STAGES": [3, 4]})
+    assert got == [
+        {"BLK_N": 128, "STAGES": 3},
+        {"BLK_N": 128, "STAGES": 4},
+        {"BLK_N": 256, "STAGES": 3},
+        {"BLK_N": 256, "STAGES": 4},
+    ]
+    assert autotune.configs([{"A": 1}, {"A": 2, "B": 3}]) == [{"A": 1}, {"A": 2, "B": 3}]
+
+
+@pytest.mark.parametrize(
+    "space, words",
+    [
+        ({"BLK_N": [128, "x"]}, "is not an integer"),
+        ({"BLK_N": []}, "non-empty list"),
+        ({"BLK_N": "128"}, "non-empty list"),
+        ({"not a name": [1]}, "not a define name"),
+        ([], "non-empty list of dicts"),
+        (42, "mapping of name to values"),
+        ({"A": [True]}, "is not an integer"),
+    ],
+)
+def test_bad_spaces_are_named_errors(space, words):
+    with pytest.raises(TilecError, match=words):
+        autotune.configs(space)
+
+
+def test_bucket_rounds_sizes_up_to_powers_of_two():
+    assert autotune.bucket({"M": 1000, "N": 4096, "K": 4097, "SM_COUNT": 132}) == {
+        "M": 1024, "N": 4096, "K": 8192, "SM_COUNT": 256
+    }
+    assert autotune.bucket({"M": 1, "FLAG": 0}) == {"M": 1, "FLAG": 0}
+
+
+def test_compile_configs_compiles_each_and_names_the_rejected():
+    text = V7.read_text()
+    fixed = {"M": 1024, "N": 1024, "K": 1024}
+    space = autotune.configs({"BLK_N": [128, 192, 256]})
+    modules, rejected = autotune.compile_configs(text, str(V7), fixed, space, "sm_90a", jobs=2)
+    assert sorted(modules) == ["BLK_N=128", "BLK_N=256"]
+    assert list(rejected) == ["BLK_N=192"]
+    assert "BLK_N must be 128 or 256" in rejected["BLK_N=192"]
+    assert "m64n128k16" in modules["BLK_N=128"].ptx
+    assert "m64n256k16" in modules["BLK_N=256"].ptx
+
+
+def test_remembered_winner_is_read_back_and_bad_entries_are_misses(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    space = autotune.configs({"S": [3, 4]})
+    autotune._write_winner("k1", {"S": 4}, {"S=3": 1.0, "S=4": 0.5}, "dev")
+    assert autotune._read_winner("k1", space) == {"S": 4}
+    # a winner outside the space, malformed JSON, or a wrong shape: misses
+    path = tmp_path / "autotune" / "k1.json"
+    for body in ('{"config": {"S": 9}}', "{not json", "[1, 2]", '{"config": 4}', "\xff"):
+        path.write_text(body, encoding="latin-1")
+        assert autotune._read_winner("k1", space) is None
+    assert autotune._read_winner("missing", space) is None
+    assert not [p for p in (tmp_path / "autotune").iterdir() if p.name.startswith(".tmp")]
+
+
+@pytest.mark.gpu
+def test_tune_picks_a_working_configuration_and_remembers_it(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    M, N, K = 1024, 1024, 512
+    fixed = {"M": M, "N": N, "K": K, "SM_COUNT": sms}
+    space = {"BLK_N": [128, 256], "STAGES": [3, 4]}
+
+    def inputs():
+        A = torch.randn(M, K, dtype=torch.float16, device="cuda")
+        B = torch.randn(N, K, dtype=torch.float16, device="cuda")
+        return A, B, torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")
+
+    tuned = autotune.tune(V7, space, inputs, defines=fixed, runs=5, progress=False)
+    assert tuned.how == "tuned" and tuned.config in autotune.configs(space)
+    assert len(tuned.times_ms) == 4 and not tuned.rejected
+    A, B, D = inputs()
+    tuned.kernel(A, B, D)
+    torch.cuda.synchronize()
+    ref = A.float() @ B.float().T
+    assert float((D.float() - ref).norm() / ref.norm()) < 1e-2
+
+    again = autotune.tune(V7, space, inputs, defines=fixed, runs=5, progress=False)
+    assert again is tuned  # in-process: the same kernel, nothing re-timed
+    autotune._memo.clear()
+    other = autotune.tune(V7, space, inputs, defines={**fixed, "M": 1000}, runs=5, progress=False)
+    assert other.how == "disk" and other.config == tuned.config  # same bucket
+    untuned = autotune.tune(V7, space, inputs, defines=fixed, enabled=False,
+                            default={"BLK_N": 256, "STAGES": 4})
+    assert untuned.how == "default" and untuned.config == {"BLK_N": 256, "STAGES": 4}

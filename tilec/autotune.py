@@ -1,0 +1,367 @@
+"""`tilec.autotune`: choose a kernel's compile-time configuration by timing it.
+
+A kernel's tile shape, stage count or raster order are consts that a define
+overrides (`-D BLK_N=128`).  Which setting is fastest depends on the shape,
+the dtype and the device, and is cheaper to measure than to model, so
+`tune()` compiles every configuration of a space in worker processes
+(compiling is pure Python and CPU-bound), times each on the device with CUDA
+events over rotating input sets, and returns the fastest as a loaded
+`Kernel`.
+
+The winner is remembered on disk (JSON, under the cache directory) per
+source, compiler, device, target, kernel, space and *shape bucket*: the
+fixed defines rounded up to powers of two, so that M = 1000 and M = 1024
+share one tuning.  A later process asking for the same bucket compiles the
+remembered configuration (a compile-cache hit) and times nothing; within a
+process a repeated call returns the same `Kernel`, so a tuned launch costs
+what any launch costs.
+
+`TILEC_AUTOTUNE=0` (or `tune(..., enabled=False)`) times nothing and returns
+the default configuration, the same on every machine.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Optional
+
+import attrs
+
+from tilec.compiler.diagnostics import TilecError
+
+Config = dict  # define name -> int
+
+_memo: dict[str, "Tuned"] = {}
+
+
+@attrs.frozen
+class Tuned:
+    """The outcome of `tune`: the loaded kernel, the configuration it was
+    compiled with, and how it was chosen (`how`: "tuned", "disk" or
+    "default").  `times_ms` maps each timed configuration (as text) to its
+    median milliseconds; `rejected` maps configurations that failed to
+    compile or load to the reason."""
+
+    kernel: Any
+    config: Config
+    defines: dict
+    how: str
+    times_ms: dict = attrs.field(factory=dict)
+    rejected: dict = attrs.field(factory=dict)
+
+
+def configs(space: Mapping[str, Sequence[int]] | Sequence[Mapping[str, int]]) -> list[Config]:
+    """The configurations of `space`: a mapping of define name to its
+    candidate values (their cartesian product, in the order given) or an
+    explicit list of configurations.  Values must be integers, since a
+    define is an integer constant."""
+    if isinstance(space, Mapping):
+        for name, values in space.items():
+            _check_name(name)
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
+                raise TilecError(f"autotune: the values of '{name}' must be a non-empty list of integers")
+        names = list(space)
+        result = [dict(zip(names, combo)) for combo in itertools.product(*(space[n] for n in names))]
+    elif isinstance(space, Sequence) and not isinstance(space, (str, bytes)):
+        result = [dict(c) if isinstance(c, Mapping) else c for c in space]
+        if not result or not all(isinstance(c, dict) for c in result):
+            raise TilecError("autotune: a space is a mapping of name to values, or a non-empty list of dicts")
+        for c in result:
+            for name in c:
+                _check_name(name)
+    else:
+        raise TilecError("autotune: a space is a mapping of name to values, or a non-empty list of dicts")
+    for c in result:
+        for name, value in c.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TilecError(f"autotune: {name}={value!r} is not an integer")
+    return result
+
+
+def _check_name(name) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise TilecError(f"autotune: {name!r} is not a define name")
+
+
+def bucket(defines: Mapping[str, int]) -> dict:
+    """The shape bucket of `defines`: each positive integer rounded up to a
+    power of two; other values as they are."""
+    out = {}
+    for name, value in defines.items():
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            out[name] = 1 << (value - 1).bit_length()
+        else:
+            out[name] = value
+    return out
+
+
+def config_text(config: Config) -> str:
+    return " ".join(f"{k}={v}" for k, v in config.items()) or "(no defines)"
+
+
+def tune(
+    source,
+    space,
+    args: Callable[[], Sequence] | Sequence[Sequence],
+    *,
+    defines: Optional[Mapping[str, int]] = None,
+    target: Optional[str] = None,
+    kernel: Optional[str] = None,
+    default: Optional[Config] = None,
+    grid=None,
+    runs: int = 20,
+    warmup: int = 3,
+    input_sets: int = 3,
+    jobs: Optional[int] = None,
+    enabled: Optional[bool] = None,
+    progress: bool = True,
+    bucket_of: Callable[[Mapping[str, int]], Mapping] = bucket,
+) -> Tuned:
+    """Compile `source` (a path or the text, as for `tilec.compile`) with
+    `defines` plus each configuration of `space`, time the kernel on the
+    device, and return the fastest as `Tuned`.
+
+    `args` is a callable returning one fresh set of launch arguments (it is
+    called `input_sets` times, and the timed launches rotate among the sets,
+    so no configuration is timed on warm caches alone), or the sets
+    themselves.  `grid` is passed to each launch: a value, or a callable
+    taking the configuration.  A configuration that fails to compile or to
+    load (a compile-time assert, too much shared memory) is skipped with its
+    reason; if every one fails, the error lists them all."""
+    from tilec.api import read_source
+
+    text, filename = read_source(source)
+    candidates = configs(space)
+    fixed = dict(defines or {})
+    for name in fixed:
+        _check_name(name)
+    if default is not None:
+        default = dict(default)
+        if default not in candidates:
+            raise TilecError(f"autotune: the default {config_text(default)} is not in the space")
+    if enabled is None:
+        enabled = os.environ.get("TILEC_AUTOTUNE", "1") != "0"
+    if not enabled:
+        chosen = default or candidates[0]
+        module = _compile(text, filename, {**fixed, **chosen}, target)
+        return Tuned(module.kernel(kernel), chosen, {**fixed, **chosen}, "default")
+
+    from tilec.runtime import driver
+
+    dev = driver.device()
+    key = _key(text, fixed, target, kernel, candidates, dev, bucket_of)
+    if key in _memo and _memo[key].defines == {**fixed, **_memo[key].config}:
+        return _memo[key]
+    remembered = _read_winner(key, candidates)
+    if remembered is not None:
+        module = _compile(text, filename, {**fixed, **remembered}, target)
+        tuned = Tuned(module.kernel(kernel), remembered, {**fixed, **remembered}, "disk")
+        _memo[key] = tuned
+        return tuned
+
+    report = _Progress(filename, len(candidates), progress)
+    modules, rejected = compile_configs(text, filename, fixed, candidates, target, jobs, report.compiled)
+    sets = [tuple(args()) for _ in range(input_sets)] if callable(args) else [tuple(s) for s in args]
+    if not sets:
+        raise TilecError("autotune: no argument sets to launch with")
+    times, kernels = {}, {}
+    for config in candidates:
+        name = config_text(config)
+        if name not in modules:
+            continue
+        try:
+            k = modules[name].kernel(kernel)
+        except TilecError as e:  # e.g. more shared memory than this device has
+            rejected[name] = e.message
+            continue
+        launch_grid = grid(config) if callable(grid) else grid
+        times[name] = _time(k, sets, launch_grid, runs, warmup)
+        kernels[name] = (k, config)
+        report.timed(name, times[name], min(times.values()))
+    report.done()
+    if not times:
+        table = "\n".join(f"  {name}: {why}" for name, why in rejected.items())
+        raise TilecError(f"autotune: no configuration of {filename} compiled and loaded:\n{table}")
+    best = min(times, key=times.get)
+    k, config = kernels[best]
+    _write_winner(key, config, times, dev.name)
+    tuned = Tuned(k, config, {**fixed, **config}, "tuned", times, rejected)
+    _memo[key] = tuned
+    return tuned
+
+
+def _compile(text: str, filename: str, defines: dict, target):
+    from tilec.api import compile_text
+
+    return compile_text(text, filename, target=target, defines=defines)
+
+
+def _compile_worker(job):
+    """In a worker process: (config text, (ptx, meta) or None, error text)."""
+    text, filename, defines, target, name = job
+    try:
+        module = _compile(text, filename, defines, target)
+    except TilecError as e:
+        return name, None, str(e)
+    return name, (module.ptx, module.meta), ""
+
+
+def compile_configs(
+    text: str,
+    filename: str,
+    fixed: Mapping[str, int],
+    candidates: list[Config],
+    target: Optional[str] = None,
+    jobs: Optional[int] = None,
+    on_compiled: Callable[[str], None] = lambda name: None,
+) -> tuple[dict, dict]:
+    """Compile `text` with `fixed` plus each candidate, in parallel processes
+    when there are several CPUs and several candidates.  Returns the
+    `CompiledModule`s and the rejections (the first line of each error),
+    both keyed by `config_text`.  Touches no GPU."""
+    from tilec.runtime.module import CompiledModule
+
+    work = [(text, filename, {**fixed, **c}, target, config_text(c)) for c in candidates]
+    jobs = jobs or min(len(work), os.cpu_count() or 1)
+    if jobs > 1 and len(work) > 1:
+        import concurrent.futures
+        import multiprocessing
+
+        # spawn, not fork: the parent may hold a CUDA context and threads
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+            results = list(pool.map(_compile_worker, work))
+    else:
+        results = [_compile_worker(job) for job in work]
+    modules, rejected = {}, {}
+    for name, built, error in results:
+        on_compiled(name)
+        if built is None:
+            rejected[name] = error.strip().splitlines()[0] if error.strip() else "compile failed"
+        else:
+            ptx, meta = built
+            modules[name] = CompiledModule(ptx, meta, meta["target"])
+    return modules, rejected
+
+
+def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
+    """Median milliseconds of `runs` launches, each between two CUDA events
+    on a stream of its own, rotating through the argument sets."""
+    from tilec.runtime import driver
+
+    stream = driver.stream_create()
+    try:
+        for i in range(max(warmup, 1)):
+            kernel(*sets[i % len(sets)], grid=grid, stream=stream)
+        events = [(driver.event_create(), driver.event_create()) for _ in range(runs)]
+        for i, (start, end) in enumerate(events):
+            driver.event_record(start, stream)
+            kernel(*sets[i % len(sets)], grid=grid, stream=stream)
+            driver.event_record(end, stream)
+        times = [driver.event_elapsed_ms(start, end) for start, end in events]
+        for start, end in events:
+            driver.event_destroy(start)
+            driver.event_destroy(end)
+    finally:
+        driver.stream_synchronize(stream)
+        driver.stream_destroy(stream)
+    return statistics.median(times)
+
+
+def _key(text, fixed, target, kernel, candidates, dev, bucket_of) -> str:
+    from tilec.runtime import cache
+
+    compiled_for = cache.cache_key(text, dict(bucket_of(fixed)), target or "")
+    blob = json.dumps(
+        {
+            "compile": compiled_for,
+            "kernel": kernel,
+            "space": [sorted(c.items()) for c in candidates],
+            "device": [dev.name, dev.compute_capability, dev.sm_count],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _winner_path(key: str):
+    from tilec.cache_dir import cache_dir
+
+    return cache_dir() / "autotune" / f"{key}.json"
+
+
+def _read_winner(key: str, candidates: list[Config]) -> Optional[Config]:
+    """The remembered winner, if there is a well-formed one naming a
+    configuration of this space; anything else is a miss."""
+    from tilec.cache_dir import enabled
+
+    if not enabled():
+        return None
+    try:
+        data = json.loads(_winner_path(key).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    config = data.get("config") if isinstance(data, dict) else None
+    return config if isinstance(config, dict) and config in candidates else None
+
+
+def _write_winner(key: str, config: Config, times: dict, device_name: str) -> None:
+    """Write the winner atomically (a temporary file renamed over the
+    name); a cache directory that cannot be written leaves nothing."""
+    from tilec.cache_dir import enabled
+
+    if not enabled():
+        return
+    path = _winner_path(key)
+    body = json.dumps({"config": config, "device": device_name, "times_ms": times}, sort_keys=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(body)
+        os.replace(tmp, path)
+    except OSError:
+        return
+
+
+class _Progress:
+    """One line on stderr while tuning: compiled and timed counts, the
+    configuration just timed and the best time so far."""
+
+    def __init__(self, filename: str, total: int, enabled: bool):
+        self.name = os.path.basename(filename)
+        self.total = total
+        self.enabled = enabled
+        self.compiled_n = 0
+        self.timed_n = 0
+        self.start = time.perf_counter()
+        self.tty = enabled and sys.stderr.isatty()
+
+    def _say(self, text: str, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        line = f"tilec.autotune {self.name}: {text}"
+        if self.tty:
+            sys.stderr.write("\r\x1b[K" + line + ("\n" if final else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def compiled(self, name: str) -> None:
+        self.compiled_n += 1
+        if self.tty:
+            self._say(f"compiled {self.compiled_n}/{self.total}")
+
+    def timed(self, name: str, ms: float, best: float) -> None:
+        self.timed_n += 1
+        self._say(f"timed {self.timed_n}/{self.total} [{name}] {ms * 1e3:.1f} us (best {best * 1e3:.1f} us)")
+
+    def done(self) -> None:
+        self._say(f"done in {time.perf_counter() - self.start:.1f} s", final=True)
