@@ -29,6 +29,7 @@ from tilec.compiler import builtins, intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES, METHODS, PREDEFINED
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES, dtype as lookup_dtype
+from tilec.compiler.math_fns import FLOATS as MATH_FLOATS, MATH, result_type as math_result_type
 from tilec.compiler.targets import Target
 
 DYN_ARENA = "<dynamic shared memory>"
@@ -226,6 +227,10 @@ class KernelSymbols:
         converted to before the operation (an int literal takes the other
         operand's type when it fits, else the usual promotion)."""
         return _TypeOf(self).binary_operands(e)
+
+    def math_operand_type(self, e: ir.Call) -> str:
+        """The type the operands of a math builtin call are converted to."""
+        return _TypeOf(self).math_operand_type(e)
 
 
 def _describe(sym: Symbol) -> str:
@@ -432,6 +437,8 @@ class _TypeOf:
         if f in ("min", "max"):
             bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
             return self.binary_operands(ir.Binary("+", bound["a"], bound["b"], span=e.span))
+        if f in MATH:
+            return self.math(MATH[f], e)
         if f in ("convert", "reinterpret"):
             bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
             t = builtins.literal(f, BUILTINS[f].signature.params[1], bound["dtype"], e.span)
@@ -464,6 +471,28 @@ class _TypeOf:
             row.signature.bind(f, e.args, e.kwargs, e.span)
             return row.result
         raise TilecError(f"'{f}(...)' is not a value", e.span)
+
+    def math_operand_type(self, e: ir.Call) -> str:
+        """The type the operands of a math builtin are converted to: their
+        promotion, an all-literal call computing in f32."""
+        row = BUILTINS[e.func]
+        bound = row.signature.bind(e.func, e.args, e.kwargs, e.span)
+        operands = [bound[p.name] for p in row.signature.params if p.kind == "expr"]
+        if all(isinstance(x, (ir.Int, ir.Float)) for x in operands):
+            return "f32" if not MATH[e.func].ints or any(isinstance(x, ir.Float) for x in operands) else "i32"
+        t = None
+        for x in operands:
+            if isinstance(x, (ir.Int, ir.Float)):
+                continue
+            tx = self.of(x)
+            t = tx if t is None else promote(t, tx, e.span)
+        for x in operands:
+            if isinstance(x, ir.Float) and t not in MATH_FLOATS:
+                raise TilecError(f"{e.func}: a float literal is not a {t}", x.span or e.span)
+        return t
+
+    def math(self, fn, e: ir.Call) -> str:
+        return math_result_type(fn, self.math_operand_type(e), e.span)
 
 
 def address_type(buf: Buffer, span) -> str:

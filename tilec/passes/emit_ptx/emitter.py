@@ -36,6 +36,7 @@ from tilec.passes.emit_ptx.addressing import Addressing
 from tilec.passes.emit_ptx.debug_hangs import HangGuard
 from tilec.passes.emit_ptx.expressions import Expressions
 from tilec.passes.emit_ptx.intrinsic_emit import IntrinsicCalls
+from tilec.passes.emit_ptx.math_emit import MathCalls
 from tilec.passes.emit_ptx.metadata import kernel_meta, module_meta
 from tilec.passes.emit_ptx.registers import Operand, Registers, ptx_type
 
@@ -95,7 +96,7 @@ def _lowered_error(s: ir.Node) -> Optional[str]:
     return None
 
 
-class KernelEmitter(Expressions, Addressing, IntrinsicCalls):
+class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
     """Emits one kernel.  State: the output lines, the register pool, the
     scoped name bindings (`env`), each buffer's base address (`bases`) and
     the registers of each register array (`reg_arrays`)."""

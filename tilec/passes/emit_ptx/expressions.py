@@ -17,6 +17,7 @@ from typing import Optional
 from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.math_fns import MATH
 from tilec.compiler.symbols import POINTER_TYPES, is_float, is_int, is_signed
 from tilec.passes.emit_ptx.registers import Operand, bit_type, immediate, ptx_type, width
 
@@ -334,6 +335,8 @@ class Expressions:
         t = self.syms.type_of(e)  # validates the call as a value
         if intrinsics.is_intrinsic_name(f):
             return self.call_intrinsic(e)
+        if f in MATH:
+            return self.math_call(e, t)
         row = BUILTINS[f]
         bound = row.signature.bind(f, e.args, e.kwargs, e.span)
         if f in ("min", "max"):
@@ -444,7 +447,7 @@ def _rounds(s: str, t: str) -> bool:
     return width(t) < width(s) or {s, t} == {"f16", "bf16"}
 
 
-_PURE_CALLS = ("min", "max", "convert", "reinterpret", "pack_f16x2", "pack_bf16x2", "address_of")
+_PURE_CALLS = ("min", "max", "convert", "reinterpret", "pack_f16x2", "pack_bf16x2", "address_of") + tuple(MATH)
 
 
 def _has_effects(e: ir.Expr) -> bool:
