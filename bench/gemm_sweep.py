@@ -20,6 +20,7 @@ fraction of torch's device-to-device copy measured in the same run.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import time
@@ -82,6 +83,7 @@ def main() -> None:
     parser.add_argument("--ms", type=int, nargs="+", default=[16, 64, 128, 512, 2048, 8192])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--tune-runs", type=int, default=10)
+    parser.add_argument("--log", help="write every shape's tuning times here (JSON)")
     args = parser.parse_args()
     props = torch.cuda.get_device_properties(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -91,7 +93,7 @@ def main() -> None:
           f"median of {args.runs}; torch copy {copy:.0f} GB/s")
     print(f"{'dtype':<5} {'shape':<12}{'M':>6}{'N':>7}{'K':>7} {'cuBLAS TF/s':>11} {'tilec TF/s':>10} "
           f"{'ratio':>6} {'rel err':>8} {'tune s':>6}  {'BW cuBLAS/tilec':>15}  kernel, config")
-    ratios = []
+    ratios, log = [], []
     for dtype in args.dtypes:
         for label, M, N, K in shapes(args.sets, args.ms):
             tdt = DTYPES[dtype]
@@ -107,12 +109,14 @@ def main() -> None:
                         torch.randn(N, K, dtype=tdt, device="cuda"),
                         torch.empty(M, N, dtype=tdt, device="cuda"))
 
-            defines = {"M": M, "N": N, "K": K, "SM_COUNT": props.multi_processor_count}
             start = time.perf_counter()
             best, notes = None, []
             for name, (fits, space, default) in KERNELS.items():
                 if not fits(M, N, K):
                     continue
+                defines = {"M": M, "N": N, "K": K}
+                if name == "hgemm_v7":
+                    defines["SM_COUNT"] = props.multi_processor_count
                 try:
                     tuned = autotune.tune(source(name, dtype), space, inputs, defines=defines,
                                           target="sm_90a", default=default, runs=args.tune_runs,
@@ -140,6 +144,9 @@ def main() -> None:
                 continue
             ms = median_ms(lambda: tuned.kernel(A, B, D, stream=stream), args.runs, 5)
             ratios.append(cublas_ms / ms)
+            log.append({"dtype": dtype, "M": M, "N": N, "K": K, "cublas_ms": cublas_ms, "ms": ms,
+                        "kernel": name, "config": tuned.config, "tuning_ms": tuned.times_ms,
+                        "rejected": tuned.rejected})
             bw = ""
             if M <= 128:
                 bw = f"{nbytes / cublas_ms / 1e6 / copy:.0%}/{nbytes / ms / 1e6 / copy:.0%}"
@@ -147,6 +154,8 @@ def main() -> None:
                   f"{bw:>15}  {config}")
             del A, B, D
             torch.cuda.empty_cache()
+    if args.log:
+        Path(args.log).write_text(json.dumps(log, indent=1))
     if ratios:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"tilec / cuBLAS over {len(ratios)} shapes: geometric mean {geo:.3f}, min {min(ratios):.3f}, "

@@ -231,13 +231,7 @@ def compile_configs(
     work = [(text, filename, {**fixed, **c}, target, config_text(c)) for c in candidates]
     jobs = jobs or min(len(work), os.cpu_count() or 1)
     if jobs > 1 and len(work) > 1:
-        import concurrent.futures
-        import multiprocessing
-
-        # spawn, not fork: the parent may hold a CUDA context and threads
-        ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-            results = list(pool.map(_compile_worker, work))
+        results = list(_pool(jobs).map(_compile_worker, work))
     else:
         results = [_compile_worker(job) for job in work]
     modules, rejected = {}, {}
@@ -249,6 +243,23 @@ def compile_configs(
             ptx, meta = built
             modules[name] = CompiledModule(ptx, meta, meta["target"])
     return modules, rejected
+
+
+_pools: dict = {}
+
+
+def _pool(jobs: int):
+    """A process pool of `jobs` workers, made once and kept: starting one
+    costs seconds (each worker imports the caller's main module afresh), so
+    tuning many shapes shares it.  Spawned, not forked: the parent may hold
+    a CUDA context and threads."""
+    if jobs not in _pools:
+        import concurrent.futures
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        _pools[jobs] = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx)
+    return _pools[jobs]
 
 
 def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
