@@ -40,7 +40,7 @@ KERNELS = {
                  {"BLK_N": [128, 256], "STAGES": [3, 4, 5, 6], "GROUP": [8, 16]},
                  {"BLK_N": 256, "STAGES": 4, "GROUP": 8}),
     "gemm_small_m": (lambda m, n, k: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 64,
-                     {"STAGES": [4, 6, 8]}, None),
+                     {"STAGES": [4, 8, 12, 16]}, None),
 }
 SQUARE = [512, 1024, 2048, 4096, 8192, 16384]
 # (model, layer, N, K): fused QKV, attention output, fused gate+up, down
