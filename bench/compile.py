@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime.assemble import assemble
 
 ROOT = Path(__file__).resolve().parent.parent

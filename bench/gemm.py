@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime.module import CompiledModule
 from tma_copy import median_ms
 

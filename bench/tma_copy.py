@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime.module import CompiledModule
 
 SOURCE = Path(__file__).resolve().parent.parent / "examples" / "tma_stream_copy.tile"

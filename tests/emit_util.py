@@ -10,7 +10,7 @@ from tilec.compiler.targets import TARGETS
 from tilec.grammar.parser import parse
 from tilec.passes.emit_ptx import emit_module
 from tilec.passes.expand_inline import expand_module
-from tilec.passes.fold_constants import fold
+from tilec.compiler.fold import fold
 from tilec.runtime.assemble import assemble
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tilec.compiler import ir
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.targets import TARGETS
-from tilec.grammar.parser import NAMESPACES, RESERVED
+from tilec.compiler.lexicon import NAMESPACES, RESERVED
 
 BINARY_OPS = ("+", "-", "*", "/", "//", "%", "<<", ">>", "&", "|", "^",
               "and", "or", "==", "!=", "<", "<=", ">", ">=")

@@ -21,7 +21,7 @@ from tilec.compiler import ir, visit
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.mma_desc import SWIZZLE_WIDTH_BYTES
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.grammar.parser import parse
 from tilec.runtime.assemble import assemble
 

@@ -13,7 +13,7 @@ from tilec.compiler import ir, layout, targets
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout_ir import to_layout, to_lit
 from tilec.compiler.passmanager import Options, PassContext
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.printer import print_module
 from tilec.compiler.symbols import analyze_kernel
 from tilec.grammar.parser import parse

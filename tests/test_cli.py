@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tilec.compiler.pipeline import pass_manager
+from tilec.pipeline import pass_manager
 from tilec.grammar.parser import parse
 
 TILEC = Path(__file__).resolve().parent.parent / "bin" / "tilec"

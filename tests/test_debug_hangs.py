@@ -18,9 +18,10 @@ import pytest
 import tilec
 from tilec import cli
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.ir import Span
-from tilec.passes.emit_ptx.debug_hangs import TIMEOUT_NS, message
+from tilec.compiler.passmanager import HANG_TIMEOUT_NS as TIMEOUT_NS
+from tilec.passes.emit_ptx.debug_hangs import message
 from tilec.runtime.assemble import assemble
 
 ROOT = Path(__file__).resolve().parent.parent

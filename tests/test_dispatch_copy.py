@@ -16,7 +16,7 @@ from dispatch_model import Model
 from ptx_sim import Kernel
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime.assemble import assemble
 
 NP = {"u8": np.uint8, "f16": np.float16, "f32": np.float32}
@@ -448,7 +448,7 @@ def select_in(text, target="sm_90a"):
     from tilec.compiler.targets import TARGETS
     from tilec.grammar.parser import parse
     from tilec.passes.dispatch import DispatchContext, TileOp, select
-    from tilec.passes.fold_constants import fold
+    from tilec.compiler.fold import fold
 
     module = fold(parse(text, "k.tile"))
     kernel = module.kernels[0]

@@ -17,7 +17,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout_ir import to_layout, to_lit
 from tilec.compiler.layout_shape import permute_dims, tile_to
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.printer import print_expr
 from tilec.grammar.parser import parse
 from tilec.runtime.assemble import assemble

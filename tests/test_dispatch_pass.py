@@ -9,7 +9,7 @@ from ptx_sim import Kernel
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source, pass_manager
+from tilec.pipeline import compile_source, pass_manager
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
 from tilec.passes.dispatch.operands import difference

@@ -7,7 +7,7 @@ import pytest
 
 from tilec import cli
 from tilec.compiler.passmanager import Options, PassContext
-from tilec.compiler.pipeline import pass_manager
+from tilec.pipeline import pass_manager
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
 from tilec.runtime.assemble import assemble

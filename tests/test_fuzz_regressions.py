@@ -8,7 +8,7 @@ from contextlib import contextmanager
 import pytest
 
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
 

@@ -12,7 +12,8 @@ from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.visit import walk
-from tilec.grammar.parser import RESERVED, parse
+from tilec.compiler.lexicon import RESERVED
+from tilec.grammar.parser import parse
 
 N = ir.Name
 I = ir.Int

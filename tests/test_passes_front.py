@@ -13,7 +13,8 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import PassContext
 from tilec.grammar.parser import parse
 from tilec.passes.expand_inline import ExpandInline
-from tilec.passes.fold_constants import FoldConstants, fold_expr
+from tilec.compiler.fold import fold_expr
+from tilec.passes.fold_constants import FoldConstants
 from tilec.passes.infer_scope import InferScope
 from tilec.passes.plan_smem import PlanSmem
 from tilec.passes.unroll import Unroll

@@ -16,7 +16,7 @@ from tilec.compiler.passmanager import (
     PipelineError,
     order_passes,
 )
-from tilec.compiler.pipeline import compile_source, pass_manager
+from tilec.pipeline import compile_source, pass_manager
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
 
@@ -233,10 +233,10 @@ def test_default_pipeline_order_starts_with_the_front_passes():
 def test_target_precedence(line, target, ok):
     text = _TCGEN05.format(target=line)
     if ok:
-        compile_source(text, target=target, options=Options(stop_after="parse"))
+        compile_source(text, target=target, options=Options(stop_after="fold-constants"))
     else:
         with pytest.raises(TilecError, match="not available on sm_90a"):
-            compile_source(text, target=target, options=Options(stop_after="parse"))
+            compile_source(text, target=target, options=Options(stop_after="fold-constants"))
 
 
 def test_compile_source_applies_defines_and_reports_timings():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import tma_kernels
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime import driver
 from tilec.runtime.module import CompiledModule
 

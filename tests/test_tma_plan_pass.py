@@ -14,7 +14,7 @@ from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.passmanager import PassContext, order_passes
 from tilec.compiler.printer import print_expr, print_module
 from tilec.compiler.symbols import analyze_kernel
-from tilec.compiler.tma_plan import Affine, TmaIssue, TmaPlan
+from tilec.compiler.tma_planner import Affine, TmaIssue, TmaPlan
 from tilec.compiler.visit import walk
 from tilec.grammar.parser import parse
 from tilec.passes.emit_ptx.metadata import tensormap_entry

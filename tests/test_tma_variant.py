@@ -15,7 +15,7 @@ import tma_kernels
 import tma_ptx_sim
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
 from tilec.runtime.assemble import assemble

@@ -11,7 +11,7 @@ import numpy as np
 from ptx_sim import Kernel
 from tilec.compiler import ir, visit
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.printer import print_stmt
 from tilec.runtime.assemble import assemble
 

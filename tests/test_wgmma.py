@@ -13,7 +13,7 @@ import pytest
 import wgmma_ptx_sim
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.printer import print_module
 from tilec.runtime.assemble import assemble
 

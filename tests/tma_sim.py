@@ -18,7 +18,7 @@ import itertools
 
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.layout import apply, row_major
-from tilec.compiler.tma_plan import Affine
+from tilec.compiler.tma_planner import Affine
 
 MODES = {"none": 0, "32B": 1, "64B": 2, "128B": 3}
 

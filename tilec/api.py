@@ -12,7 +12,7 @@ from typing import Optional, Union
 from tilec.compiler import targets
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime import cache
 from tilec.runtime.module import CompiledModule
 

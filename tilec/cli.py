@@ -16,11 +16,10 @@ from typing import Optional, Sequence
 
 from tilec import __version__
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.passmanager import ALL, Options
-from tilec.compiler.pipeline import compile_source, pass_manager
+from tilec.compiler.passmanager import ALL, HANG_TIMEOUT_NS, Options
+from tilec.pipeline import compile_source, pass_manager
 from tilec.compiler.printer import print_module
 from tilec.compiler.targets import TARGETS
-from tilec.passes.emit_ptx.debug_hangs import TIMEOUT_NS
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -53,7 +52,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="print the ordered passes with what they require and provide, and exit")
     p.add_argument("--verify-each", action="store_true", help="run the verifier after every pass")
     p.add_argument("--debug-hangs", action="store_true",
-                   help=f"bound every mbarrier wait to {TIMEOUT_NS // 10**9} s of wall time: a wait that runs "
+                   help=f"bound every mbarrier wait to {HANG_TIMEOUT_NS // 10**9} s of wall time: a wait that runs "
                         "over prints the kernel, the wait's source location, the phase, block and thread, "
                         "then traps")
     p.add_argument("--traceback", action="store_true", help="show Python tracebacks for errors")

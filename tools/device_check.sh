@@ -22,7 +22,7 @@ echo "gpu tests: $(tail -1 "$OUT/gpu_tests.txt")"
 (cd bench && PYTHONPATH=$PYTHONPATH:. timeout 300 python3 gemm.py) > "$OUT/gemm.txt" 2>&1; tail -22 "$OUT/gemm.txt"
 (cd bench && PYTHONPATH=$PYTHONPATH:. timeout 120 python3 tma_copy.py) > "$OUT/tma_copy.txt" 2>&1; tail -5 "$OUT/tma_copy.txt"
 python3 - > "$OUT/v7_resources.txt" 2>&1 <<'PY'
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime.assemble import assemble, resource_usage
 src = open("examples/hopper/hgemm_v7.tile").read()
 r = compile_source(src, "hgemm_v7.tile", target="sm_90a", defines={"M": 8192, "N": 8192, "K": 8192, "SM_COUNT": 132})

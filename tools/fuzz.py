@@ -36,7 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import strategies  # noqa: E402  (tests/strategies.py)
 from tilec.compiler.diagnostics import TilecError  # noqa: E402
-from tilec.compiler.pipeline import compile_source  # noqa: E402
+from tilec.pipeline import compile_source  # noqa: E402
 from tilec.compiler.printer import print_module  # noqa: E402
 from tilec.compiler.targets import TARGETS  # noqa: E402
 from tilec.grammar.parser import parse  # noqa: E402

@@ -54,6 +54,11 @@ ALL = "all"
 """The pass-name wildcard of the dump flags."""
 
 
+HANG_TIMEOUT_NS = 2_000_000_000
+"""How long an mbarrier wait may run under `Options.debug_hangs` before the
+kernel reports it and traps: far beyond any wait of a working kernel."""
+
+
 @attrs.define
 class Options:
     """What the user asked of the pipeline beyond compiling: the
@@ -162,17 +167,21 @@ class PassManager:
     """Runs an ordered list of passes with the instrumentation of `Options`.
 
     `verify(module, ctx)` is called after each pass named in `verify_after`,
-    and after every pass under `--verify-each`."""
+    and under `--verify-each` after every pass from the point where the IR
+    has the properties `verify_requires` (the verifier reads IR as the front
+    passes leave it and transforms nothing itself)."""
 
     def __init__(
         self,
         passes: Sequence[Pass],
         verify: Optional[Callable[[ir.Module, PassContext], None]] = None,
         verify_after: Iterable[str] = (),
+        verify_requires: Iterable[str] = (),
     ):
         self.passes = order_passes(passes)
         self.verify = verify
         self.verify_after = frozenset(verify_after)
+        self.verify_requires = frozenset(verify_requires)
         unknown = sorted(self.verify_after - set(self.names))
         if unknown:
             raise PipelineError(f"verify_after names passes that are not registered: {', '.join(unknown)}")
@@ -214,13 +223,16 @@ class PassManager:
             self.check_pass_names([opts.stop_after], "--stop-after")
         verify_seconds = 0.0
         ran_verifier = False
+        established = set()
         for position, p in enumerate(self.passes, 1):
             if module is not None and _selected(p.name, opts.dump_before):
                 self._dump(module, ctx, position, p.name, "before")
             start = time.perf_counter()
             module = p.apply(module, ctx)
             ctx.timings[p.name] = time.perf_counter() - start
-            if self.verify is not None and (opts.verify_each or p.name in self.verify_after):
+            established = (established - p.invalidates) | p.provides
+            verifiable = opts.verify_each and self.verify_requires <= established
+            if self.verify is not None and (verifiable or p.name in self.verify_after):
                 start = time.perf_counter()
                 self._verify(module, ctx, p.name)
                 verify_seconds += time.perf_counter() - start

@@ -20,7 +20,7 @@ import math
 import re
 
 from tilec.compiler import ir
-from tilec.grammar.parser import NAMESPACES
+from tilec.compiler.lexicon import NAMESPACES
 
 # Binding strength, loosest first.  Tuples are only printed whole, so they
 # never compete.

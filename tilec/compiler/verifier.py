@@ -1,8 +1,8 @@
 """The verifier: is this module a well-formed program for this target?
 
-It runs after `parse` (so mistakes are reported before any lowering) and,
-with `--verify-each`, after every pass (so a pass that writes a malformed
-program is caught where it does so).  Most facts come from the analysis
+The pass manager runs it after `fold-constants` (so mistakes are reported
+before any lowering) and, with `--verify-each`, after every later pass (so a
+pass that writes a malformed program is caught where it does so).  Most facts come from the analysis
 every later pass also relies on, `tilec.compiler.symbols`: names, the kind
 and type of each, builtin and intrinsic signatures, buffer declarations,
 launch ids.  On top of that it checks what no single pass owns:
@@ -16,8 +16,9 @@ launch ids.  On top of that it checks what no single pass owns:
   of equal dtype, and the non-unit extents of copy and cast operands equal.
 
 The module is checked as it will be compiled: consts (with the `-D`
-values), meta values and inline helpers substituted, constants folded --
-a program straight from the parser is expanded first, on a copy.  So a
+values), meta values and inline helpers substituted, asserts checked,
+schedulers lowered, constants folded -- the front passes have run, and the
+verifier runs none itself (it reads IR; it does not transform it).  So a
 mistake inside an inline helper is reported at its call's expansion, and a
 helper that is never called is not checked, as in Python.
 """
@@ -32,18 +33,14 @@ from tilec.compiler.layout import row_major, storage_size
 from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.symbols import Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.targets import Target
-from tilec.passes.assert_const import check_asserts
-from tilec.passes.expand_inline import expand_module
-from tilec.passes.fold_constants import fold
-from tilec.passes.lower_scheduler import lower_schedulers
 
 _SAME_SHAPE = ("copy", "copy_async", "cast")
 _SAME_DTYPE = ("copy", "copy_async")
 
 
-def verify(module: ir.Module, target: Target, defines: Optional[dict] = None) -> None:
-    """Raise a located `TilecError` for the first problem found."""
-    module = fold(lower_schedulers(check_asserts(expand_module(module, defines or {}))))
+def verify(module: ir.Module, target: Target) -> None:
+    """Raise a located `TilecError` for the first problem found in a module
+    the front passes (through `fold-constants`) have run on."""
     seen = {}
     for k in module.kernels:
         if k.name in seen:

@@ -6,7 +6,7 @@ attrs fields, so a new node class needs no change here.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import attrs
 
@@ -103,3 +103,22 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
 
     visit_node(node)
     return names
+
+
+class NameGen:
+    """Fresh identifiers for the temporaries a lowering introduces (descriptor
+    registers, loop variables), distinct from every name already in the kernel
+    and from each other.  A free hint is used as is, else `hint_1`, `hint_2`..."""
+
+    def __init__(self, taken: Iterable[str] = ()):
+        self._taken = set(taken)
+
+    def fresh(self, hint: str) -> str:
+        if not hint.isidentifier():
+            raise ValueError(f"name hint {hint!r} is not an identifier")
+        name, n = hint, 0
+        while name in self._taken:
+            n += 1
+            name = f"{hint}_{n}"
+        self._taken.add(name)
+        return name

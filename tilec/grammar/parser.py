@@ -27,16 +27,7 @@ from tilec.cache_dir import cache_dir, enabled
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
-
-KEYWORDS = frozenset(
-    "target const kernel inline def meta tensormap for in range unroll "
-    "if elif else while pass and or not True False".split()
-)
-NAMESPACES = frozenset("ptx cuda cta wg warp thread".split())
-LAYOUT_HEADS = frozenset({"S", "R", "O", "SW"})
-RESERVED = KEYWORDS | NAMESPACES | LAYOUT_HEADS | frozenset(DTYPES)
-"""Words that cannot name anything.  (`layout` is a keyword only after a
-buffer parameter's shape, so `layout=` keyword arguments stay legal.)"""
+from tilec.compiler.lexicon import LAYOUT_HEADS, NAMESPACES, RESERVED
 
 _GRAMMAR = os.path.join(os.path.dirname(__file__), "tile.lark")
 

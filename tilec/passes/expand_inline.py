@@ -28,7 +28,7 @@ from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.passes.dispatch.registry import NameGen
+from tilec.compiler.visit import NameGen
 
 
 @attrs.frozen

@@ -40,8 +40,8 @@ from tilec.compiler import ir, visit
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.passes.dispatch.registry import NameGen
-from tilec.passes.fold_constants import fold_expr
+from tilec.compiler.visit import NameGen
+from tilec.compiler.fold import fold_expr
 
 CONSTRUCTOR = "persistent_scheduler_2d"
 SIGNATURE = Signature.parse(

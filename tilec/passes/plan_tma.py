@@ -4,7 +4,7 @@ A copy_async between a global kernel parameter and a shared buffer goes
 through TMA when it asks to (`dispatch="tma"`), or when it names no variant,
 one thread issues it (infer-scope gave it `thread.`) and the target has TMA
 (sm_90a and newer).  For each, this pass plans the descriptor
-(`tilec.compiler.tma_plan`), writes it once per distinct descriptor of a
+(`tilec.compiler.tma_planner`), writes it once per distinct descriptor of a
 tensor as a statement at the top of the kernel -- where the emitter and
 kernel.json find it --
 
@@ -44,8 +44,9 @@ from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.targets import Target
-from tilec.compiler.tma_plan import SMEM_ALIGN, Affine, TmaPlan, plan_tma
-from tilec.passes.dispatch.registry import NameGen, TileOp
+from tilec.compiler.tma_planner import SMEM_ALIGN, Affine, TmaPlan, plan_tma
+from tilec.compiler.tile_op import TileOp
+from tilec.compiler.visit import NameGen
 
 TMA_TARGET = "sm_90a"
 

@@ -22,8 +22,8 @@ import attrs
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.passes.dispatch.registry import NameGen
-from tilec.passes.fold_constants import fold_block, fold_expr
+from tilec.compiler.visit import NameGen
+from tilec.compiler.fold import fold_block, fold_expr
 
 _LITERALS = (ir.Int, ir.Float, ir.Bool)
 

@@ -39,8 +39,8 @@ from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import FLOAT_TYPES, INT_TYPES, Buffer, KernelSymbols, value_type_of_dtype
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp
-from tilec.passes.emit_ptx.addressing import known_divisor
-from tilec.passes.fold_constants import fold_expr
+from tilec.compiler.divisors import known_divisor
+from tilec.compiler.fold import fold_expr
 
 # --------------------------------------------------------------------------
 # Signatures
@@ -299,7 +299,7 @@ def _assignments(kernel: ir.Kernel) -> Dict[str, list]:
 
 class Divisors:
     """`of(expr)`: a number known to divide `expr`, the way the emitter
-    proves vector alignment (`addressing.known_divisor`) -- names bound to
+    proves vector alignment (`tilec.compiler.divisors`) -- names bound to
     a value are as divisible as every expression assigned to them, range
     loop variables as their start and step -- so that a vector width chosen
     here is one the emitter accepts."""

@@ -17,13 +17,13 @@ indexed.
 """
 from __future__ import annotations
 
-from math import gcd
 from typing import Dict, List, Optional, Sequence
 
 import attrs
 
 from tilec.compiler import ir, layout_shape
 from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.divisors import known_divisor
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.layout import TileLayout, fuse_contiguous, row_major, storage_size
 from tilec.compiler.layout_axes import LayoutError, is_thread
@@ -49,27 +49,6 @@ class Ref:
     reg: Optional[Operand] = None
     space: Optional[str] = None
     addr: Optional[Operand] = None
-
-
-def known_divisor(e: ir.Expr, name_divisor=lambda name: 1) -> int:
-    """A number that provably divides the value of `e` (1 when nothing is
-    known; 0 for the literal 0, which every number divides).  `name_divisor`
-    answers for names (what is known of a bound value or loop variable)."""
-    if isinstance(e, ir.Int):
-        return abs(e.value)
-    if isinstance(e, ir.Name):
-        return name_divisor(e.id)
-    if isinstance(e, ir.Binary):
-        a, b = known_divisor(e.lhs, name_divisor), known_divisor(e.rhs, name_divisor)
-        if e.op == "*":
-            return a * b
-        if e.op in ("+", "-"):
-            return gcd(a, b)
-        if e.op == "<<" and isinstance(e.rhs, ir.Int):
-            return a << e.rhs.value
-        if e.op == "%" and isinstance(e.rhs, ir.Int):
-            return gcd(a, b)
-    return 1
 
 
 class Addressing:

@@ -5,7 +5,7 @@ that the copies never deliver, an arrival count that is never reached, a
 phase bit out of step) spins forever: the launch never returns and nothing
 says which barrier.  Under `--debug-hangs` each `ptx.mbarrier.try_wait`
 becomes a bounded loop.  The thread reads `%globaltimer` (nanoseconds) once
-before its first try; when the phase is still incomplete `TIMEOUT_NS` later
+before its first try; when the phase is still incomplete `HANG_TIMEOUT_NS` later
 it prints one line through the CUDA `vprintf` syscall -- the kernel, the
 try_wait's file:line:col in the .tile source, the phase, the barrier's
 shared address, the block (ctaid x, y, z) and the thread (tid.x) -- and
@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 from tilec.compiler.ir import Span
+from tilec.compiler.passmanager import HANG_TIMEOUT_NS
 
-TIMEOUT_NS = 2_000_000_000
 GRACE_NS = 100_000_000
 
 VPRINTF_DECL = ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 fmt, .param .b64 args);"
@@ -46,7 +46,7 @@ def message(kernel: str, span: Optional[Span]) -> str:
     where = str(span).replace("%", "%%") if span is not None else "(no source location)"
     return (
         f"tilec --debug-hangs: kernel {kernel}: the mbarrier wait (ptx.mbarrier.try_wait) at {where} "
-        f"did not complete within {TIMEOUT_NS // 1_000_000} ms: phase %u, mbarrier at shared address 0x%x, "
+        f"did not complete within {HANG_TIMEOUT_NS // 1_000_000} ms: phase %u, mbarrier at shared address 0x%x, "
         "block (%u, %u, %u), thread %u\n"
     )
 
@@ -72,10 +72,10 @@ class HangGuard:
 
     def wait_loop(self, k, poll: str, done: str, addr, phase, span: Optional[Span]) -> None:
         """Emit into kernel emitter `k`: repeat the PTX line `poll` until it
-        sets predicate `done`, for at most TIMEOUT_NS, then report and trap.
+        sets predicate `done`, for at most HANG_TIMEOUT_NS, then report and trap.
         `addr` and `phase` are the operands of the wait, for the message."""
         waited = k.regs.label("waited")
-        _clock_loop(k, "wait", TIMEOUT_NS, [poll, f"@{done} bra {waited};"])
+        _clock_loop(k, "wait", HANG_TIMEOUT_NS, [poll, f"@{done} bra {waited};"])
         fmt = self._format_string(message(k.kernel.name, span))
         _vprintf(k, fmt, self._args_buffer(k), {"phase": phase, "addr": addr})
         k.line("membar.sys;")

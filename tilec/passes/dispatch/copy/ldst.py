@@ -18,26 +18,23 @@ layouts must give each thread the same elements.
 """
 from __future__ import annotations
 
-from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.symbols import value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
+from tilec.passes.dispatch.copy.operands import copy_operands
 from tilec.passes.dispatch.operands import (
     Divisors,
     Region,
     Threads,
     assign,
     axis_exprs,
-    bind,
     check_scope,
     copy_vec,
     guarded,
     held_elements,
-    region,
     register_element,
     register_pairs,
     roll,
-    same_shape,
     scalar_elements,
     scope_of,
     spread,
@@ -46,20 +43,6 @@ from tilec.passes.dispatch.operands import (
     whole_scope,
     widths,
 )
-
-
-def copy_operands(op, ctx) -> tuple:
-    """(dst, src) regions of a copy; a located error when they cannot be
-    copied one onto the other by any variant."""
-    args = bind(op)
-    dst = region(args["dst"], ctx.symbols, "the destination of copy")
-    src = region(args["src"], ctx.symbols, "the source of copy")
-    if dst.dtype != src.dtype:
-        raise TilecError(
-            f"copy: '{dst.name}' is {dst.dtype} but '{src.name}' is {src.dtype}; use cast to convert", op.span
-        )
-    same_shape(dst, src, "copy", op.span)
-    return dst, src
 
 
 def _no_tensor_memory(op, ctx):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from tilec.compiler import ir
 from tilec.compiler.printer import print_expr
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
-from tilec.passes.dispatch.copy.ldst import copy_operands
+from tilec.passes.dispatch.copy.operands import copy_operands
 from tilec.passes.dispatch.operands import (
     Divisors,
     Threads,

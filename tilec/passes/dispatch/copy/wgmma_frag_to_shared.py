@@ -25,8 +25,8 @@ from typing import List
 
 from tilec.compiler import ir
 from tilec.passes.dispatch import Decline, predicate, register
-from tilec.passes.dispatch.copy.ldst import copy_operands
-from tilec.passes.dispatch.gemm_async.wgmma import MMA_M, fragment_elements, whole_warpgroup
+from tilec.passes.dispatch.copy.operands import copy_operands
+from tilec.passes.dispatch.wgmma_fragment import MMA_M, fragment_elements, whole_warpgroup
 from tilec.passes.dispatch.operands import Divisors, Threads, add, floordiv, mod, mul, vector_ok
 
 ROWS = 8  # a matrix row: 8 16-bit elements, 16 bytes

@@ -37,35 +37,25 @@ from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
-from tilec.passes.dispatch.gemm_async.tcgen05 import (
+from tilec.passes.dispatch.copy_async.operands import operand_pair
+from tilec.passes.dispatch.operands import Divisors, buffer_layout, same_shape
+from tilec.passes.dispatch.placement import place
+from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
+from tilec.passes.dispatch.smem_matrix import shared_matrix
+from tilec.passes.dispatch.tmem import (
     check_cta_pair,
     column_bits,
-    place,
-    router_error,
     routed,
-    shared_matrix,
+    router_error,
     tmem_address,
     tmem_base,
     tmem_columns,
 )
-from tilec.passes.dispatch.operands import Divisors, buffer_layout, region, same_shape
-from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 
 SIGNATURE = Signature.parse("dst: expr, src: expr, *, cta_group: int(1|2) = 1")
 
 ATOM_LANES = 32
 ATOM_BITS = 128
-
-
-def operand_pair(op: TileOp, ctx: DispatchContext):
-    """(dst, src) regions of a copy_async, read leniently (no keyword
-    checks), so that a predicate can look at any variant's call."""
-    dst = op.args[0] if op.args else op.kwargs.get("dst")
-    src = op.args[1] if len(op.args) > 1 else op.kwargs.get("src")
-    if dst is None or src is None:
-        raise TilecError(f"{op.call.func} takes a destination and a source")
-    return (region(dst, ctx.symbols, "the destination of copy_async"),
-            region(src, ctx.symbols, "the source of copy_async"))
 
 
 def _is_valid_smem_tmem_copy(op: TileOp, ctx: DispatchContext):

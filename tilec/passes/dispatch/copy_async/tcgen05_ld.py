@@ -33,8 +33,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.intrinsics import TCGEN05_LD_DTYPES
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.copy_async.tcgen05_cp import operand_pair
-from tilec.passes.dispatch.gemm_async.tcgen05 import place, routed, tmem_address, tmem_base, tmem_columns
+from tilec.passes.dispatch.copy_async.operands import operand_pair
 from tilec.passes.dispatch.operands import (
     Threads,
     add,
@@ -45,7 +44,9 @@ from tilec.passes.dispatch.operands import (
     same_shape,
     storage,
 )
+from tilec.passes.dispatch.placement import place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
+from tilec.passes.dispatch.tmem import routed, tmem_address, tmem_base, tmem_columns
 
 SIGNATURE = Signature.parse("dst: expr, src: expr")
 

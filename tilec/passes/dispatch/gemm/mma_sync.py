@@ -39,7 +39,7 @@ from tilec.passes.dispatch.operands import (
     region,
     storage,
 )
-from tilec.passes.fold_constants import fold_expr
+from tilec.compiler.fold import fold_expr
 
 
 def _acc(i: int, lane: int) -> tuple:

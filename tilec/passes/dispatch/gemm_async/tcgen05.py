@@ -44,39 +44,40 @@ F: `S[(4, 16, N) : (32@TLane, 1@TLane, 1@TCol)]`); a pair's M 128 with column
 c of each CTA's 64 x N half in lane r + 64 (c / (N/2)), column c % (N/2)
 (layout B: `S[(64, 2, N/2) : (1@TLane, 64@TLane, 1@TCol)]`).
 
-The helpers below (`place`, `shared_matrix`, `tmem_base`...) are also what
-copy_async's tcgen05_cp and tcgen05_ld read their operands with.  They
-import numpy where they use it: dispatch loads every variant module, and a
-compile for another target should not pay for numpy's import.
+Operands are read with the shared dispatch modules `placement` (a region
+on its layout), `smem_matrix` (shared operands as descriptors) and `tmem`
+(tensor-memory addresses), which copy_async's tcgen05_cp and tcgen05_ld use
+too.  numpy is imported where it is used: dispatch loads every variant
+module, and a compile for another target should not pay for numpy's import.
 """
 from __future__ import annotations
 
-from math import prod
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import attrs
 
 from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.dtypes import DTYPES
-from tilec.compiler.layout import TileLayout, fuse_contiguous
-from tilec.compiler.layout_axes import LayoutError
-from tilec.compiler.layout_shape import group
 from tilec.compiler.mma_desc import (
     BLOCK_SCALED_KINDS,
-    SWIZZLE_NONE,
-    SWIZZLE_WIDTH_BYTES,
     Tcgen05InstrDesc,
-    smem_desc_for_layout,
     tcgen05_check_operand_swizzle,
     tcgen05_mma_k,
 )
-from tilec.compiler.printer import print_expr
-from tilec.compiler.swizzle import swizzle_mode
-from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer
-from tilec.passes.dispatch.operands import Divisors, Region, add, buffer_layout, const, mul, region
+from tilec.passes.dispatch.operands import Divisors, Region, region
+from tilec.passes.dispatch.placement import matrix, place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
+from tilec.passes.dispatch.smem_matrix import shared_matrix
+from tilec.passes.dispatch.tmem import (
+    check_cta_pair,
+    column_bits,
+    routed,
+    router_error,
+    tmem_address,
+    tmem_base,
+    tmem_columns,
+)
 
 SIGNATURE = Signature.parse(
     "C: expr, A: expr, B: expr, *, accum: expr = False, cta_group: int(1|2) = 1, "
@@ -87,350 +88,6 @@ LANES = 128
 MAX_N = 256
 SF_BLOCK = 32
 """K elements per block scale factor (ue8m0, kind::mxf8f6f4 and kind::mxf4)."""
-
-
-# --------------------------------------------------------------------------
-# Regions on their layouts
-# --------------------------------------------------------------------------
-
-
-def _digits(iters, xs) -> Dict[str, np.ndarray]:
-    """Per axis, the offset the iterators give each index in `xs`."""
-    import numpy as np
-    x = np.asarray(xs, dtype=np.int64)
-    out: Dict[str, np.ndarray] = {}
-    for it in reversed(iters):
-        x, digit = np.divmod(x, it.extent)
-        out[it.axis] = out.get(it.axis, 0) + digit * it.stride
-    return out
-
-
-@attrs.frozen(eq=False)
-class Placed:
-    """A region located on its buffer's layout (the replica-0 copy).
-
-    `dims` are the buffer dims the region extends over (extent > 1), and
-    `tables[i][axis]` the offset on `axis` that local index x along dims[i]
-    adds.  The region's first element is at `base[axis]` -- the layout's
-    offset and the compile-time starts -- plus, for each run-time start,
-    start * stride: `dynamic[axis]` lists those (expression, stride) pairs."""
-
-    region: Region
-    layout: TileLayout
-    dims: tuple
-    base: Dict[str, int]
-    tables: tuple
-    dynamic: Dict[str, tuple]
-
-    @property
-    def shape(self) -> tuple:
-        return tuple(self.region.extents[d] for d in self.dims)
-
-    def grid(self, axis: str) -> np.ndarray:
-        """The compile-time offset on `axis` of every element, over the
-        region's shape."""
-        import numpy as np
-        out = np.full(self.shape, self.base.get(axis, 0), dtype=np.int64)
-        for i, t in enumerate(self.tables):
-            if axis in t:
-                view = [1] * len(self.shape)
-                view[i] = -1
-                out = out + np.reshape(t[axis], view)
-        return out
-
-    def line(self, i: int, axis: str) -> np.ndarray:
-        """The offsets along local dim i on `axis` (zeros when it does not move it)."""
-        import numpy as np
-        return np.asarray(self.tables[i].get(axis, np.zeros(self.shape[i], dtype=np.int64)))
-
-
-def place(r: Region, axes: Sequence[str], what: str) -> Placed:
-    """`r` on its layout; a located error when the layout uses an axis other
-    than `axes` or a run-time start cannot be followed."""
-    import numpy as np
-    buf = r.buffer
-    layout = buffer_layout(buf)
-    name = f"{what} '{buf.name}'"
-    for it in layout.shard:
-        if it.axis not in axes and it.extent > 1:
-            raise TilecError(
-                f"the layout of {name} places elements on {it.axis}; it needs {' and '.join(axes)} ({layout})"
-            )
-    try:
-        grouped = group(attrs.evolve(layout, swizzle=None, replica=(), offset=()), buf.shape)
-    except LayoutError as err:
-        raise TilecError(f"{name}: {err.message}") from None
-    base = {a: v for a, v in layout.offset if a in axes}
-    dims, tables, dynamic = [], [], {}
-    for d, (start, extent) in enumerate(zip(r.starts, r.extents)):
-        iters = grouped.dim(d)
-        s = const(start)
-        if s is None:
-            lin = fuse_contiguous(iters)
-            if len(lin) != 1:
-                raise TilecError(
-                    f"{name}: the run-time start '{print_expr(start)}' of dim {d} needs that dim laid out "
-                    f"with one stride, not {', '.join(str(it) for it in iters) or 'none'}"
-                )
-            dynamic.setdefault(lin[0].axis, []).append((start, lin[0].stride))
-            local = {lin[0].axis: np.arange(extent, dtype=np.int64) * lin[0].stride}
-        else:
-            origin = _digits(iters, [s])
-            for a, v in origin.items():
-                base[a] = base.get(a, 0) + int(v[0])
-            local = {a: v - origin[a][0] for a, v in _digits(iters, s + np.arange(extent)).items()}
-        if extent > 1:
-            dims.append(d)
-            tables.append(local)
-    return Placed(r, layout, tuple(dims), base, tuple(tables), {a: tuple(v) for a, v in dynamic.items()})
-
-
-def matrix(r: Region, what: str) -> tuple:
-    """The (rows, columns) extents of a 2-D operand: a region with exactly
-    two dims of extent above 1."""
-    shape = r.shape
-    if len(shape) != 2:
-        raise TilecError(
-            f"{what} '{print_expr(r.expr)}' must be a 2-D tile (every other dim indexed by one value), "
-            f"got extents {r.extents}"
-        )
-    return shape
-
-
-# --------------------------------------------------------------------------
-# Shared operands: matrix descriptors
-# --------------------------------------------------------------------------
-
-
-def effective_align(buf: Buffer) -> int:
-    """The alignment of the buffer's first byte: a dynamic-arena buffer's
-    is what its offset in the 1024-aligned arena allows."""
-    if buf.storage != DYN_ARENA:
-        return buf.align
-    align = ARENA_ALIGN
-    while align > 1 and buf.byte_offset % align:
-        align //= 2
-    return align
-
-
-def _canonical(major: str, width: int, s_mn: int, s_k: int, i: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Element offsets of the hardware's canonical layout [PTX "Shared Memory
-    Layout and Swizzling"; CUTLASS make_umma_desc], `width` the elements in
-    one atom row (16 bytes unswizzled) and s_mn / s_k the element distance
-    between atoms along MN / K:
-
-      K-major:  (i / 8) s_mn + (i % 8) width + (k / width) s_k + k % width
-      MN-major: (i / width) s_mn + i % width + (k / 8) s_k + (k % 8) width
-    """
-    if major == "K":
-        return (i // 8) * s_mn + (i % 8) * width + (k // width) * s_k + k % width
-    return (i // width) * s_mn + i % width + (k // 8) * s_k + (k % 8) * width
-
-
-@attrs.frozen
-class SharedMatrix:
-    """A shared operand as the tensor core reads it: the descriptor fields,
-    and each instruction tile's start in 16-byte units from the buffer's
-    first element (`starts`, keyed by the tile's (mn, k) origin) plus the
-    run-time part `dynamic` (an expression, or None)."""
-
-    buffer: Buffer
-    major: str
-    ldo: int
-    sdo: int
-    swizzle: int
-    starts: Dict[tuple, int]
-    dynamic: Optional[ir.Expr]
-
-    def descriptor(self) -> ir.Expr:
-        """The descriptor of the buffer's first element, moved by the
-        region's run-time start."""
-        zeros = ir.ListExpr(tuple(ir.Int(0) for _ in self.buffer.shape))
-        base = ir.Method(ir.Name(self.buffer.name), "ptr_to", (zeros,))
-        args = (base, ir.Int(self.ldo), ir.Int(self.sdo), ir.Int(self.swizzle))
-        call = ir.Call("ptx.tcgen05.encode_matrix_descriptor", args)
-        return call if self.dynamic is None else ir.Binary("+", call, self.dynamic)
-
-    def operand(self, desc: str, tile: tuple) -> ir.Expr:
-        """`desc` (holding `descriptor()`) moved to the tile at `tile`."""
-        return add(ir.Name(desc), self.starts[tile])
-
-
-def shared_matrix(
-    p: Placed,
-    base: int,
-    mn: np.ndarray,
-    k: np.ndarray,
-    tiles: Sequence[tuple],
-    tile_shape: tuple,
-    divisors: Divisors,
-    what: str,
-    majors: Sequence[str] = ("K", "MN"),
-) -> SharedMatrix:
-    """Check that the tensor core can read the shared elements of placed
-    region `p` whose pre-swizzle offsets from the buffer's first element are
-    `base + mn[i] + k[j]` (compile-time part) as a matrix, in tiles of
-    `tile_shape` (MN x K elements) at the (mn, k) origins `tiles`, and derive
-    the descriptor."""
-    import numpy as np
-    buf = p.region.buffer
-    dt = DTYPES[buf.dtype]
-    name = f"{what} '{buf.name}'"
-    layout = p.layout
-    if layout.replica or any(a != "m" for a, _ in layout.offset):
-        raise TilecError(f"the layout of shared {name} must map each element to one place in memory ({layout})")
-    if dict(layout.offset).get("m", 0):
-        raise TilecError(f"{name}: a shared operand's layout cannot have an offset ({layout})")
-    try:
-        mode = swizzle_mode(layout.swizzle, dt)
-    except LayoutError as err:
-        raise TilecError(f"{name}: {err.message}") from None
-    repeat = 16 if mode == SWIZZLE_NONE else 1 << (7 + mode)  # bytes the swizzle pattern repeats over
-    if effective_align(buf) % repeat:
-        raise TilecError(
-            f"{name} starts on a {effective_align(buf)}-byte boundary; its {SWIZZLE_WIDTH_BYTES[mode]}B-swizzled "
-            f"atoms need {repeat}"
-        )
-    width = SWIZZLE_WIDTH_BYTES[mode] * 8 // dt.bits
-    if len(mn) > 1 and mn[1] - mn[0] == 1 and "MN" in majors and not (len(k) > 1 and k[1] - k[0] == 1):
-        major = "MN"
-    elif len(k) > 1 and k[1] - k[0] == 1 and "K" in majors:
-        major = "K"
-    else:
-        raise TilecError(
-            f"{name} must be {' or '.join(m + '-major' for m in majors)} in shared memory (elements consecutive "
-            f"along {' or '.join(majors)}), but its layout is {layout}"
-        )
-    group_mn, group_k = (8, width) if major == "K" else (width, 8)
-    s_mn = int(mn[group_mn] - mn[0]) if len(mn) > group_mn else 0
-    s_k = int(k[group_k] - k[0]) if len(k) > group_k else 0
-    i = np.arange(tile_shape[0])[:, None]
-    j = np.arange(tile_shape[1])[None, :]
-    want = _canonical(major, width, s_mn, s_k, i, j)
-    for m0, k0 in tiles:
-        got = (mn[m0:m0 + tile_shape[0]] - mn[m0])[:, None] + (k[k0:k0 + tile_shape[1]] - k[k0])[None, :]
-        bad = np.argwhere(got != want)
-        if len(bad):
-            a, b = bad[0]
-            raise TilecError(
-                f"{name} is not in a layout the tensor core reads ({major}-major, "
-                f"{SWIZZLE_WIDTH_BYTES[mode]}B atoms): element ({m0 + a}, {k0 + b}) of the tile at ({m0}, {k0}) "
-                f"is {got[a, b]} elements from its start, the descriptor reads it at {want[a, b]} ({layout})"
-            )
-    for stride, along in ((s_mn, "MN"), (s_k, "K")):
-        if stride * dt.bits % 8:
-            raise TilecError(f"{name}: its atoms along {along} are {stride} elements apart, not whole bytes")
-    used_mn = tile_shape[0] > group_mn
-    used_k = tile_shape[1] > group_k
-    try:
-        desc = smem_desc_for_layout(
-            "tcgen05", buf.dtype, major, mode,
-            mn_stride=s_mn * dt.bits // 8 if used_mn else None,
-            k_stride=s_k * dt.bits // 8 if used_k and not (major == "K" and mode != SWIZZLE_NONE) else None,
-        )
-    except TilecError as err:
-        raise TilecError(f"{name}: {err.message}") from None
-    starts = {}
-    for m0, k0 in tiles:
-        bits = (base + int(mn[m0]) + int(k[k0])) * dt.bits
-        if bits % 128:
-            raise TilecError(f"{name}: the tile at ({m0}, {k0}) does not start on a 16-byte boundary")
-        if mode != SWIZZLE_NONE and (bits // 8 >> 7) & ((1 << mode) - 1):
-            raise TilecError(
-                f"{name}: the tile at ({m0}, {k0}) starts {bits // 8} bytes into the buffer, inside a "
-                f"{SWIZZLE_WIDTH_BYTES[mode]}B swizzle atom (not on one of its 8-row boundaries)"
-            )
-        starts[(m0, k0)] = bits // 128
-    ldo, sdo, swizzle = desc.intrinsic_args()
-    return SharedMatrix(buf, major, ldo, sdo, swizzle, starts, _dynamic_units(p, divisors, repeat, name))
-
-
-def _dynamic_units(p: Placed, divisors: Divisors, repeat: int, name: str) -> Optional[ir.Expr]:
-    """The run-time part of a shared region's start, in 16-byte units."""
-    bits = DTYPES[p.region.dtype].bits
-    out = None
-    for start, stride in p.dynamic.get("m", ()):
-        step = stride * bits
-        if step % 128 or divisors.of(start) * step // 8 % repeat:
-            raise TilecError(
-                f"{name}: the run-time start '{print_expr(start)}' moves the tile by {step / 8:g} bytes a step, "
-                f"which must keep it on a {repeat}-byte boundary"
-            )
-        term = mul(start, step // 128)
-        out = term if out is None else add(out, term)
-    return out
-
-
-# --------------------------------------------------------------------------
-# Tensor memory
-# --------------------------------------------------------------------------
-
-
-ROUTER = (4, 32, "TLane")
-"""The replica R[4 : 32@TLane]: a 32-lane tile copied into every warp's
-quarter of tensor memory, as tcgen05.cp.warpx4 writes it and as the tensor
-core reads scale factors."""
-
-
-def routed(layout: TileLayout) -> bool:
-    rep = layout.replica
-    return len(rep) == 1 and (rep[0].extent, rep[0].stride, rep[0].axis) == ROUTER
-
-
-def router_error(layout: TileLayout) -> str:
-    return f"requires R[4:32@TLane] on tmem, got [{', '.join(str(it) for it in layout.replica)}]"
-
-
-def tmem_base(buf: Buffer) -> ir.Expr:
-    """The tensor-memory address the buffer was declared at (its
-    `allocated_addr`), the origin of every address computed here."""
-    if buf.allocated_addr is None:
-        raise TilecError(f"tensor-memory buffer '{buf.name}' has no allocated_addr")
-    return buf.allocated_addr
-
-
-def tmem_columns(p: Placed, what: str) -> Optional[ir.Expr]:
-    """The run-time part of a tensor-memory region's start in 32-bit
-    columns; run-time lanes are an error."""
-    name = f"{what} '{p.region.name}'"
-    if p.dynamic.get("TLane"):
-        raise TilecError(f"{name}: the lanes of a tensor-memory tile must be known at compile time")
-    bits = DTYPES[p.region.dtype].bits
-    out = None
-    for start, stride in p.dynamic.get("TCol", ()):
-        if stride * bits % 32:
-            raise TilecError(
-                f"{name}: the run-time start '{print_expr(start)}' moves the tile by part of a 32-bit column"
-            )
-        term = mul(start, stride * bits // 32)
-        out = term if out is None else add(out, term)
-    return out
-
-
-def tmem_address(base: ir.Expr, lane: int, column: int, dynamic: Optional[ir.Expr] = None) -> ir.Expr:
-    """`base` + lane << 16 + column (32-bit columns) + the run-time columns."""
-    out = add(base, (lane << 16) + column)
-    return out if dynamic is None else add(out, dynamic)
-
-
-def column_bits(elements: int, dtype: str, name: str) -> int:
-    """A TCol offset (in elements of `dtype`) as 32-bit columns; an error
-    when it falls inside a column."""
-    bits = elements * DTYPES[dtype].bits
-    if bits % 32:
-        raise TilecError(
-            f"{name}: column offset {elements} of {dtype} elements is inside a 32-bit tensor-memory column"
-        )
-    return bits // 32
-
-
-def check_cta_pair(cta_group: int, ctx: DispatchContext, what: str) -> None:
-    """cta_group 2 runs on a pair of CTAs of one cluster."""
-    if cta_group == 2 and prod(ctx.symbols.launch.cluster) % 2:
-        raise TilecError(
-            f"{what} with cta_group=2 runs on a pair of CTAs of a cluster, but the kernel's cluster is "
-            f"{ctx.symbols.launch.cluster} (declare cta_id_in_cluster([2]))"
-        )
 
 
 # --------------------------------------------------------------------------

@@ -71,16 +71,13 @@ from tilec.passes.dispatch.operands import (
     Region,
     Threads,
     buffer_layout,
-    narrowing_guard,
     region,
-    storage,
 )
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate, register
+from tilec.passes.dispatch.wgmma_fragment import MMA_M, fragment_elements, whole_warpgroup
 
-MMA_M = 64
 MMA_K = 16
 MAX_N = 256
-WARPGROUP = 128
 DTYPES_AB = ("f16", "bf16")
 
 SIGNATURE = Signature.parse("C: expr, A: expr, B: expr, *, accum: expr = False, cta_group: int = 1")
@@ -131,21 +128,6 @@ def _lead_extents_ok(r: Region) -> bool:
 # --------------------------------------------------------------------------
 # Predicates (their names and reasons are what a rejected call reports)
 # --------------------------------------------------------------------------
-
-
-def whole_warpgroup(op: TileOp, ctx: DispatchContext):
-    """Predicate: the call runs in all 128 threads of a warpgroup (wg scope,
-    or cta scope when the block is one warpgroup) under no condition that
-    can differ between them -- what a warpgroup-collective instruction
-    (wgmma) needs, and what the wgmma fragment layouts are defined over."""
-    block = ctx.symbols.launch.threads
-    if not (op.scope == "wg" or (op.scope == "cta" and block == WARPGROUP)):
-        where = f"cta scope with {block} threads" if op.scope == "cta" else f"{op.scope or 'unscoped'} scope"
-        return False, f"the call must be made by one whole warpgroup (wg scope), not at {where}"
-    g = narrowing_guard(op, ctx, "wg")
-    if g is not None:
-        return False, f"the call runs under '{print_expr(g)}', which not every thread of the warpgroup takes"
-    return True
 
 
 def _options(op: TileOp, ctx: DispatchContext):
@@ -273,71 +255,6 @@ def _assign(name: str, value: ir.Expr, span) -> ir.Stmt:
 
 def _plus(e: ir.Expr, k: int, span) -> ir.Expr:
     return e if k == 0 else ir.Binary("+", e, ir.Int(k, span=span), span=span)
-
-
-# --------------------------------------------------------------------------
-# Register fragments (the accumulator, A from registers)
-# --------------------------------------------------------------------------
-
-
-def fragment_coord(t: int, i: int) -> tuple:
-    """(row, col) in a 64 x n tile of value i held by thread t of the
-    warpgroup, for the wgmma D fragment (and the A fragment with n = 16).
-    It is a thread part plus a value part: fragment_coord(t, i) =
-    fragment_coord(t, 0) + fragment_coord(0, i)."""
-    w, lane = t // 32, t % 32
-    return 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
-
-
-def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str) -> List[List[ir.Index]]:
-    """Per 64 x n tile (its (row, col) origin in the region), the n/2 elements
-    of `r`'s register buffer that are the fragment's values 0..n/2-1, as
-    constant-indexed elements (the coordinates thread 0 holds; the register
-    is the same in every thread).  `Decline` unless every thread holds every
-    element where the hardware puts it."""
-    starts = r.const_starts()
-    if starts is None:
-        raise Decline(f"{what} '{r.name}' must be indexed at compile-time positions")
-    try:
-        st = storage(r.buffer, threads)
-    except LayoutError as err:
-        raise Decline(f"the layout of {what} '{r.name}' cannot be read: {err.message}") from None
-    layout = buffer_layout(r.buffer)
-    if st.scope != "wg" or dict(st.used) != {"laneid": 32, "wid_in_wg": 4}:
-        raise Decline(
-            f"{what} '{r.name}' must be spread over the 128 threads of a warpgroup in the wgmma fragment "
-            f"layout (e.g. S[(4, 2, 8, N/8, 4, 2) : (32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]), "
-            f"got {layout}"
-        )
-    slot_of = {c: s for s, c in enumerate(st.slots) if c is not None}
-    # Thread t holds in each register thread 0's element moved by shift[t];
-    # the hardware puts each value of thread t at thread 0's moved by
-    # fragment_coord(t, 0) (no move in the leading dims).  So every value is
-    # in place or none is, and the first thread that differs is the same for all.
-    lead = tuple(starts[:-2])
-    zero = (0,) * len(lead)
-    bad = next((t for t in range(WARPGROUP)
-                if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0)), None)
-    out = []
-    for row0, col0 in tiles:
-        elems = []
-        for i in range(n // 2):
-            row, col = fragment_coord(0, i)
-            first = lead + (starts[-2] + row0 + row, starts[-1] + col0 + col)
-            slot = slot_of.get(first)
-            if slot is None:
-                raise Decline(f"{what} '{r.name}': no register holds element {first} in thread 0 ({layout})")
-            if bad is not None:
-                shift = st.thread_offset({"laneid": bad % 32, "wid_in_wg": bad // 32})
-                want = tuple(a + b for a, b in zip(first, zero + fragment_coord(bad, 0)))
-                got = tuple(a + b for a, b in zip(first, shift))
-                raise Decline(
-                    f"{what} '{r.name}' is not in the wgmma fragment layout: thread {bad} must hold "
-                    f"element {want} in its register {slot}, the layout {layout} puts {got} there"
-                )
-            elems.append(ir.Index(ir.Name(r.name), tuple(ir.Int(v) for v in first)))
-        out.append(elems)
-    return out
 
 
 # --------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""TMA descriptor planning (tilec.compiler.tma_plan), checked against a
+"""TMA descriptor planning (tilec.compiler.tma_planner), checked against a
 brute-force model of the hardware (tests/tma_sim.py): every plan must move
 exactly the elements the two layouts describe, inside the descriptor's
 bounds, and pass the runtime's tensor-map rules."""
@@ -12,7 +12,7 @@ from tilec.compiler.layout import Iter, TileLayout, cosize, make, row_major
 from tilec.compiler.layout_shape import permute_dims
 from tilec.compiler.shared_layouts import mma_shared_layout
 from tilec.compiler.swizzle import hardware_swizzle
-from tilec.compiler.tma_plan import Affine, l2_promotion, plan_tma
+from tilec.compiler.tma_planner import Affine, l2_promotion, plan_tma
 from tilec.runtime.tensormap import check_tensormap
 from tma_sim import intended, simulate
 

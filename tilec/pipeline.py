@@ -14,9 +14,9 @@ import attrs
 from tilec.compiler import ir, targets
 from tilec.compiler.passmanager import Options, PassContext, PassManager
 from tilec.compiler.verifier import verify
-from tilec.passes.assert_const import CheckAsserts
+from tilec.passes.check_asserts import CheckAsserts
 from tilec.passes.canonicalize_layouts import CanonicalizeLayouts
-from tilec.passes.dispatch.pass_ import Dispatch
+from tilec.passes.dispatch.lower_calls import Dispatch
 from tilec.passes.emit_ptx import EmitPTX
 from tilec.passes.expand_inline import ExpandInline
 from tilec.passes.fold_constants import FoldConstants
@@ -46,12 +46,13 @@ def default_passes() -> list:
 
 
 def pass_manager() -> PassManager:
-    """The default pipeline, verified after `parse` (and after every pass
-    with `Options.verify_each`)."""
+    """The default pipeline, verified after `fold-constants` (and after
+    every later pass with `Options.verify_each`)."""
     return PassManager(
         default_passes(),
-        verify=lambda module, ctx: verify(module, ctx.target, ctx.defines),
-        verify_after=("parse",),
+        verify=lambda module, ctx: verify(module, ctx.target),
+        verify_after=("fold-constants",),
+        verify_requires=("folded",),
     )
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.compiler.printer import print_module
 
 PROGRAM = """target sm_90a
@@ -62,5 +62,5 @@ def test_malformed_assertions(call, message):
 
 def test_the_verifier_reports_it_before_any_lowering():
     with pytest.raises(TilecError, match="assertion failed") as err:
-        compile_source(PROGRAM, "k.tile", defines={"N": 200}, options=Options(stop_after="parse"))
+        compile_source(PROGRAM, "k.tile", defines={"N": 200}, options=Options(stop_after="check-asserts"))
     assert err.value.span.line == 6

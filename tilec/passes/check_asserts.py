@@ -21,7 +21,7 @@ from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.passes.fold_constants import fold_expr
+from tilec.compiler.fold import fold_expr
 
 NAME = "assert_const"
 SIGNATURE = Signature.parse("cond: expr, message: str")

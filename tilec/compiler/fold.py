@@ -1,0 +1,234 @@
+"""Constant folding: compile-time arithmetic, with Python's meaning.
+
+Once consts and metas are substituted, most extents, offsets and byte counts
+in a kernel are literal arithmetic; later passes (smem planning, TMA planning,
+dispatch) need them as integers.  The `fold-constants` pass folds a whole
+module once; passes that build arithmetic of their own (unroll, dispatch,
+scheduler lowering, assert checking) fold it with these functions.
+
+Folding follows Python, the language the syntax borrows: `//` and `%` round toward negative infinity, `/` is true
+division (a float), `and`/`or` short-circuit.  Only literals fold; an
+expression with a runtime value stays as written, except that a constant
+left operand of `and`/`or` decides or disappears.  An `if` whose condition
+folds to a constant is replaced by the branch taken, and `while False` by
+nothing, so a dispatch variant may emit a guard on an unrolled index freely.
+
+Layout constructors (`tile_to`, `mma_shared_layout`, `tma_shared_layout`)
+with constant arguments become `LayoutLit`s, and `SWIZZLE_*` names their mode
+number, so every later pass sees one layout notation.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import attrs
+
+from tilec.compiler import ir, layout_shape, shared_layouts, visit
+from tilec.compiler.builtins import BUILTINS, PREDEFINED
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.layout_ir import to_layout, to_lit
+
+
+def fold(node: ir.Node) -> ir.Node:
+    """`node` with every constant expression folded and every constant `if`
+    resolved (a module, kernel, statement or expression)."""
+    return prune(visit.transform(node, _fold_node))
+
+
+def fold_expr(expr: ir.Expr) -> ir.Expr:
+    return visit.transform(expr, _fold_node)
+
+
+def fold_block(stmts) -> tuple:
+    """A statement list folded, constant `if`s replaced by their taken branch."""
+    return _prune_block(tuple(visit.transform(s, _fold_node) for s in stmts))
+
+
+def prune(node: ir.Node) -> ir.Node:
+    """Resolve `if`/`while` statements whose condition is a literal bool.  A
+    body left empty becomes `pass`, so the printed IR still parses."""
+    changes = {}
+    for field in attrs.fields(type(node)):
+        value = getattr(node, field.name)
+        if not (isinstance(value, tuple) and value):
+            continue
+        if all(isinstance(v, ir.Stmt) for v in value):
+            block = _prune_block(value)
+            if not block and field.name != "orelse":
+                block = (ir.Pass(span=value[0].span),)
+            changes[field.name] = block
+        elif all(isinstance(v, ir.Kernel) for v in value):
+            changes[field.name] = tuple(prune(v) for v in value)
+    return attrs.evolve(node, **changes) if changes else node
+
+
+def _prune_block(stmts: tuple) -> tuple:
+    out = []
+    for s in stmts:
+        if isinstance(s, ir.If) and isinstance(s.cond, ir.Bool):
+            out.extend(_prune_block(s.then if s.cond.value else s.orelse))
+        elif isinstance(s, ir.While) and isinstance(s.cond, ir.Bool) and not s.cond.value:
+            continue
+        else:
+            out.append(prune(s))
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------
+# Expressions
+# --------------------------------------------------------------------------
+
+_NUMBER = (ir.Int, ir.Float)
+
+_ARITH = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+}
+_INT_ONLY = {
+    "<<": operator.lshift,
+    ">>": operator.rshift,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+}
+_COMPARE = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+
+
+def _literal(value, span) -> ir.Expr:
+    if isinstance(value, bool):
+        return ir.Bool(value, span=span)
+    if isinstance(value, int):
+        return ir.Int(value, span=span)
+    return ir.Float(float(value), span=span)
+
+
+def _fold_node(node: ir.Node) -> ir.Node:
+    if isinstance(node, ir.Binary):
+        return _fold_binary(node)
+    if isinstance(node, ir.Unary):
+        return _fold_unary(node)
+    if isinstance(node, ir.Select) and isinstance(node.cond, ir.Bool):
+        return node.then if node.cond.value else node.orelse
+    if isinstance(node, ir.Index):
+        return _fold_index(node)
+    if isinstance(node, ir.Call) and node.func in ("min", "max"):
+        return _fold_min_max(node)
+    if isinstance(node, ir.Call) and node.func in _LAYOUT_CONSTRUCTORS:
+        return _fold_layout(node)
+    if isinstance(node, ir.Name) and node.id in PREDEFINED:
+        return ir.Int(PREDEFINED[node.id], span=node.span)
+    return node
+
+
+def _fold_unary(node: ir.Unary) -> ir.Expr:
+    v = node.operand
+    if node.op == "-" and isinstance(v, _NUMBER):
+        return _literal(-v.value, node.span)
+    if node.op == "not" and isinstance(v, ir.Bool):
+        return ir.Bool(not v.value, span=node.span)
+    if node.op == "~" and isinstance(v, ir.Int):
+        return ir.Int(~v.value, span=node.span)
+    return node
+
+
+def _fold_binary(node: ir.Binary) -> ir.Expr:
+    op, a, b = node.op, node.lhs, node.rhs
+    if op in ("and", "or"):
+        if isinstance(a, ir.Bool):
+            decided = a.value if op == "or" else not a.value
+            return a if decided else b
+        return node
+    if op in ("==", "!=") and type(a) is type(b) and isinstance(a, (ir.Bool, ir.Str)):
+        return ir.Bool(_COMPARE[op](a.value, b.value), span=node.span)
+    if isinstance(a, ir.Bool) and isinstance(b, ir.Bool) and op in ("&", "|", "^"):
+        return ir.Bool(_INT_ONLY[op](a.value, b.value), span=node.span)
+    if not (isinstance(a, _NUMBER) and isinstance(b, _NUMBER)):
+        return node
+    x, y = a.value, b.value
+    if op in _COMPARE:
+        return ir.Bool(_COMPARE[op](x, y), span=node.span)
+    if op in _ARITH:
+        if op in ("/", "//", "%") and y == 0:
+            raise TilecError("division by zero in a constant expression", node.span)
+        return _literal(_in_64_bits(_ARITH[op](x, y), node), node.span)
+    if op in _INT_ONLY and isinstance(a, ir.Int) and isinstance(b, ir.Int):
+        if op in ("<<", ">>") and y < 0:
+            raise TilecError(f"negative shift count {y}", node.span)
+        if op == "<<" and x and y >= 64:  # raised before Python makes a number of y bits
+            raise TilecError(f"constant expression overflows 64 bits (a shift left by {y})", node.span)
+        return ir.Int(_in_64_bits(_INT_ONLY[op](x, y), node), span=node.span)
+    return node
+
+
+def _in_64_bits(value, node: ir.Binary):
+    """`value`, when an i64 or u64 can hold it (an integer) or it is a finite
+    f64: other constants exist in no runtime type and have no literal to
+    print, and folding more arithmetic on a huge integer only makes bigger
+    ones (or fails to make a float)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise TilecError(f"constant expression overflows the f64 range (it is {value})", node.span)
+    if isinstance(value, int) and not -(1 << 63) <= value < 1 << 64:
+        raise TilecError(
+            f"constant expression overflows 64 bits (its value needs {value.bit_length()} bits)", node.span
+        )
+    return value
+
+
+def _fold_index(node: ir.Index) -> ir.Expr:
+    base = node.base
+    if not (isinstance(base, (ir.TupleExpr, ir.ListExpr)) and len(node.indices) == 1):
+        return node
+    i = node.indices[0]
+    if not isinstance(i, ir.Int):
+        return node
+    if not -len(base.items) <= i.value < len(base.items):
+        raise TilecError(
+            f"index {i.value} is out of range for a tuple of {len(base.items)} items", i.span or node.span
+        )
+    return base.items[i.value]
+
+
+def _fold_min_max(node: ir.Call) -> ir.Expr:
+    items = node.args
+    if len(items) == 1 and isinstance(items[0], (ir.TupleExpr, ir.ListExpr)):
+        items = items[0].items
+    if node.kwargs or not items or not all(isinstance(i, _NUMBER) for i in items):
+        return node
+    pick = min if node.func == "min" else max
+    return pick(items, key=lambda i: i.value)
+
+
+_LAYOUT_CONSTRUCTORS = {
+    "mma_shared_layout": lambda v: shared_layouts.mma_shared_layout(v["dtype"], v["mode"], v["shape"]),
+    "tma_shared_layout": lambda v: shared_layouts.tma_shared_layout(v["dtype"], v["mode"], v["shape"]),
+    "tile_to": lambda v: layout_shape.tile_to(to_layout(v["layout"]), v["shape"], v["atom_shape"]),
+}
+
+
+def _fold_layout(node: ir.Call) -> ir.Expr:
+    """A layout constructor with literal arguments as the layout it makes."""
+    row = BUILTINS[node.func]
+    bound = row.signature.bind(node.func, node.args, node.kwargs, node.span)
+    values = row.signature.literals(node.func, bound, node.span)
+    layout = bound.get("layout")
+    if layout is not None:
+        if not isinstance(layout, ir.LayoutLit):
+            raise TilecError(f"{node.func}: 'layout' must be a layout", layout.span or node.span)
+        values["layout"] = layout
+    try:
+        made = _LAYOUT_CONSTRUCTORS[node.func](values)
+    except TilecError as err:
+        raise err.with_span(node.span)
+    return attrs.evolve(to_lit(made), span=node.span)
