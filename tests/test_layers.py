@@ -9,7 +9,9 @@ The layers, lowest first:
     passes/     one package or module per pass
     runtime/    driver, tensor maps, launch, cache
     pipeline    the default pass list and `compile_source`
-    api, cli    the entry points
+    api         `tilec.compile`: pipeline plus runtime and cache
+    tools       other top-level modules built on the api (autotune)
+    cli         the driver
 
 A module may always import the root package `tilec` (its `__version__`):
 the root imports nothing at load time.
@@ -30,7 +32,8 @@ MAY_IMPORT = {
     "runtime": {"compiler", "base", "runtime"},
     "pipeline": {"compiler", "grammar", "passes"},
     "api": {"compiler", "base", "pipeline", "runtime"},
-    "cli": {"compiler", "base", "pipeline", "api"},
+    "tools": {"compiler", "base", "pipeline", "runtime", "api", "tools"},
+    "cli": {"compiler", "base", "pipeline", "api", "tools"},
     "top": {"api"},
 }
 """Layer -> the layers its modules may import (besides its own package,
@@ -48,7 +51,14 @@ def layer(module: str) -> str:
         return head
     if head in ("pipeline", "api", "cli"):
         return head
-    return "base"  # small leaf modules such as tilec.cache_dir
+    if head in BASE:
+        return "base"
+    return "tools"
+
+
+BASE = {"cache_dir"}
+"""Top-level leaf modules that any layer may build on: they import no
+other part of tilec."""
 
 
 def module_name(path: Path, root: Path) -> str:
