@@ -9,7 +9,7 @@ import pytest
 
 import wgmma_ptx_sim
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.runtime.assemble import assemble
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "hopper"
