@@ -21,6 +21,7 @@ the default configuration, the same on every machine.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import itertools
 import json
@@ -258,7 +259,10 @@ def _pool(jobs: int):
         import multiprocessing
 
         ctx = multiprocessing.get_context("spawn")
-        _pools[jobs] = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx)
+        _pools[jobs] = pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx)
+        # shut down before the interpreter tears its modules down under the
+        # pool's manager thread
+        atexit.register(pool.shutdown)
     return _pools[jobs]
 
 
