@@ -4,13 +4,19 @@ kernel on the packed parameters, so parameter order, pointers, staging,
 tensor-map encoding, stream handling and cleanup are all observed."""
 import ctypes
 import gc
+import importlib.machinery
+import importlib.util
+import os
+import shutil
 import struct
+import subprocess
+import sysconfig
 
 import numpy as np
 import pytest
 
 import runtime_kernels
-from tilec.runtime import driver, module as module_py, tensormap
+from tilec.runtime import driver, launch as launch_py, launcher as launcher_py, module as module_py, tensormap
 from tilec.runtime.driver import CudaError
 from tilec.runtime.launch import LaunchError
 from tilec.runtime.module import CompiledModule
@@ -178,7 +184,7 @@ def test_producer_stream_is_waited_for(gpu):
     kernel(CaiArray(ptr, stream=7), CaiArray(ptr, stream=1), CaiArray(ptr), 16)
     # stream 7 is waited for before the launch; 1 is the legacy stream the launch uses
     assert [e for e in gpu.log if e[0] in ("sync", "launch")][:2] == [("sync", 7), events(gpu, "launch")[0]]
-    assert events(gpu, "sync") == [("sync", 7), ("sync", 0)]
+    assert events(gpu, "sync") == [("sync", 7)]  # device arrays: the call does not wait
 
 
 def test_numpy_on_a_stream_still_waits_to_copy_back(gpu):
@@ -282,3 +288,227 @@ def test_collected_module_is_unloaded(gpu):
     build(runtime_kernels.vadd()).kernel()
     gc.collect()
     assert events(gpu, "unload_module") == [("unload_module",)]
+
+
+# --- the fast launch path, with fake torch tensors -------------------------
+
+
+class FakeDtype:
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return "torch." + self.name
+
+
+FLOAT32, FLOAT16 = FakeDtype("float32"), FakeDtype("float16")
+
+
+class FakeDevice:
+    type, index = "cuda", 0
+
+
+class FakeTensor:
+    """What tilec reads of a torch CUDA tensor, over the fake GPU's memory."""
+
+    is_cuda = True
+    device = FakeDevice()
+
+    def __init__(self, ptr, shape, dtype=FLOAT32, stride=None):
+        self.ptr, self.shape, self.dtype = ptr, tuple(shape), dtype
+        self._stride = stride or tuple(int(np.prod(self.shape[i + 1 :])) for i in range(len(self.shape)))
+
+    def data_ptr(self):
+        return self.ptr
+
+    def stride(self):
+        return self._stride
+
+    def element_size(self):
+        return 2 if self.dtype is FLOAT16 else 4
+
+
+_LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _build_compiled_launcher(directory):
+    """tilec/runtime/_launcher.c compiled as setup.py would, or None where
+    there is no C compiler."""
+    compiler = shutil.which(os.environ.get("CC", "cc"))
+    if compiler is None:
+        return None
+    source = os.path.join(os.path.dirname(launcher_py.__file__), "_launcher.c")
+    target = os.path.join(directory, "_launcher" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", "-O2", "-I", sysconfig.get_paths()["include"], source, "-o", target],
+        check=True,
+    )
+    loader = importlib.machinery.ExtensionFileLoader("tilec.runtime._launcher", target)
+    spec = importlib.util.spec_from_file_location("tilec.runtime._launcher", target, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module.Launcher
+
+
+@pytest.fixture(scope="module")
+def compiled_launcher(tmp_path_factory):
+    return _build_compiled_launcher(str(tmp_path_factory.mktemp("launcher")))
+
+
+@pytest.fixture(params=["C", "python"])
+def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
+    """The fake GPU plus fake torch, with the fast path's driver entry
+    points: cuLaunchKernelEx is a callback that decodes CUlaunchConfig and
+    runs the fake kernel."""
+    if request.param == "C":
+        if compiled_launcher is None:
+            pytest.skip("no C compiler")
+        monkeypatch.setattr(launch_py, "Launcher", compiled_launcher)
+    else:
+        monkeypatch.setattr(launch_py, "Launcher", launcher_py.PyLauncher)
+    names = {}
+
+    def function_address(function):
+        return names.setdefault(function, 0x1000 + len(names))
+
+    def launch_ex(config, function, params, extra):
+        c = launcher_py._Config.from_address(config)
+        name = {v: k for k, v in names.items()}[function]
+        cluster = (1, 1, 1)
+        if c.num_attrs:
+            d = c.attrs[0].value.cluster
+            cluster = (d.x, d.y, d.z)
+        gpu.log.append(("fast_launch", name, tuple(c.grid), tuple(c.block), cluster, c.shared_bytes, c.stream or 0))
+        getattr(gpu, "run_" + name)(tuple(c.grid), tuple(c.block), params)
+        return 0
+
+    callback = _LAUNCH_EX(launch_ex)
+    gpu.torch_stream = 0x51
+    monkeypatch.setattr(driver, "function_address", function_address)
+    monkeypatch.setattr(driver, "launch_kernel_ex_address", lambda: ctypes.cast(callback, ctypes.c_void_p).value)
+    monkeypatch.setattr(launch_py, "torch_tensor_type", lambda: FakeTensor)
+    monkeypatch.setattr(launch_py, "torch_stream_function", lambda: lambda index: gpu.torch_stream)
+    gpu.callback = callback
+    return gpu
+
+
+def device_tensor(gpu, values, dtype=FLOAT32):
+    ptr = gpu.mem_alloc(values.nbytes)
+    gpu.copy_to_device(ptr, values.ctypes.data, values.nbytes)
+    return FakeTensor(ptr, values.shape, dtype)
+
+
+def launches(gpu):
+    return [e[0] for e in gpu.log if e[0] in ("launch", "fast_launch")]
+
+
+def test_a_repeated_signature_is_replayed_without_checks(torch_gpu, monkeypatch):
+    gpu = torch_gpu
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    a, b = device_tensor(gpu, np.arange(16, dtype=np.float32)), device_tensor(gpu, np.ones(16, np.float32))
+    c = device_tensor(gpu, np.zeros(16, np.float32))
+    kernel(a, b, c, 16)
+    checks = []
+    monkeypatch.setattr(launch_py, "check_args", lambda *a, **k: checks.append(1))
+    kernel(a, b, c, 8)  # a new scalar value is still the same signature
+    kernel(a, b, c, 16, grid=(1,))
+    assert launches(gpu) == ["launch", "fast_launch", "fast_launch"] and checks == []
+    assert gpu.array(c.ptr, np.float32, 16).tolist() == [i + 1.0 for i in range(16)]
+    # no stream: torch's current stream, and no wait
+    assert [e[-1] for e in gpu.log if "launch" in e[0]] == [0x51] * 3 and not events(gpu, "sync")
+    assert [e[2] for e in gpu.log if "launch" in e[0]] == [(1, 1, 1)] * 3
+
+
+def test_streams_on_the_fast_path(torch_gpu):
+    gpu = torch_gpu
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    t = device_tensor(gpu, np.ones(16, np.float32))
+    kernel(t, t, t, 16)
+
+    class TorchStream:
+        cuda_stream = 0x99
+
+    kernel(t, t, t, 16, stream=7)
+    kernel(t, t, t, 16, stream=TorchStream())
+    gpu.torch_stream = 0x52
+    kernel(t, t, t, 16)
+    assert [e[-1] for e in gpu.log if "launch" in e[0]] == [0x51, 7, 0x99, 0x52]
+    assert launches(gpu) == ["launch"] + ["fast_launch"] * 3
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda a: FakeTensor(a.ptr, (8, 2)), r"shape \[8, 2\] does not match f32\[16\]"),
+        (lambda a: FakeTensor(a.ptr, (16,), FLOAT16), "dtype torch.float16 does not match f32"),
+        (lambda a: FakeTensor(a.ptr, (16,), stride=(2,)), "not C-contiguous"),
+        (lambda a: FakeTensor(a.ptr + 2, (16,)), "not aligned"),
+        (lambda a: np.ones(3, np.float32), r"shape \[3\] does not match"),
+    ],
+)
+def test_a_changed_signature_on_a_cached_kernel_is_checked_again(torch_gpu, change, message):
+    gpu = torch_gpu
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    t = device_tensor(gpu, np.ones(16, np.float32))
+    kernel(t, t, t, 16)
+    kernel(t, t, t, 16)
+    with pytest.raises(LaunchError, match=message):
+        kernel(t, change(t), t, 16)
+    assert launches(gpu) == ["launch", "fast_launch"]
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [(2**40, "does not fit i32"), (1.5, "got the float 1.5"), ("16", "expected a number")],
+)
+def test_bad_scalars_on_a_cached_kernel_are_refused(torch_gpu, value, message):
+    gpu = torch_gpu
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    t = device_tensor(gpu, np.ones(16, np.float32))
+    kernel(t, t, t, 16)
+    with pytest.raises(LaunchError, match=message):
+        kernel(t, t, t, value)
+    with pytest.raises(LaunchError, match="grid"):
+        kernel(t, t, t, 16, grid=0)
+    with pytest.raises(LaunchError, match="not a CUDA stream"):
+        kernel(t, t, t, 16, stream="s")
+    assert launches(gpu) == ["launch"]
+
+
+def test_a_new_pointer_costs_one_encode_per_map(torch_gpu, monkeypatch):
+    gpu = torch_gpu
+    encodes = []
+    real = tensormap._encode
+    monkeypatch.setattr(tensormap, "_encode", None)
+    monkeypatch.setattr(tensormap, "_encode_function", lambda: lambda *a: encodes.append(a[3]) or real(*a))
+    kernel = build(runtime_kernels.tma_rows()).kernel()
+    source = np.arange(16 * 64, dtype=np.float16).reshape(16, 64)
+    a1, a2 = device_tensor(gpu, source, FLOAT16), device_tensor(gpu, source + 1, FLOAT16)
+    b = device_tensor(gpu, np.zeros((8, 64), np.float16), FLOAT16)
+    for a in (a1, a1, a2, a2, a1, a2):
+        kernel(a, b)
+    assert encodes == [a1.ptr, a2.ptr]  # each pointer encoded once, then remembered
+    assert launches(gpu) == ["launch", "fast_launch", "launch", "fast_launch", "launch", "launch"]
+    np.testing.assert_array_equal(gpu.array(b.ptr, np.float16, 8 * 64).reshape(8, 64), source[8:] + 1)
+
+
+def test_numpy_arrays_never_take_the_fast_path(torch_gpu):
+    gpu = torch_gpu
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    c = np.zeros(16, np.float32)
+    for _ in range(2):
+        kernel(np.ones(16, np.float32), np.ones(16, np.float32), c, 16)
+    assert launches(gpu) == ["launch", "launch"] and c.tolist() == [2.0] * 16
+    assert [e[1] for e in events(gpu, "sync")] == [0, 0]  # staged: waits to copy back
+
+
+def test_cluster_launches_replay_their_cluster(torch_gpu):
+    gpu = torch_gpu
+    ptx, meta = runtime_kernels.cluster_ids(ctas=32, cluster=16)
+    kernel = CompiledModule(ptx, meta, "sm_90a").kernel()
+    gpu.run_cluster_ids = lambda grid, block, address: None
+    out = FakeTensor(gpu.mem_alloc(32 * 2 * 4), (32, 2), FakeDtype("uint32"))
+    kernel(out)
+    kernel(out)
+    assert [e[4] for e in gpu.log if "launch" in e[0]] == [(16, 1, 1), (16, 1, 1)]
+    assert launches(gpu) == ["launch", "fast_launch"]

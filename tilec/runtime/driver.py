@@ -11,6 +11,7 @@ valid in tilec launches and the other way round.
 """
 from __future__ import annotations
 
+import ctypes
 import threading
 
 import attrs
@@ -193,6 +194,29 @@ def copy_to_host(dst_host: int, src: int, nbytes: int) -> None:
 
 def stream_synchronize(stream: int) -> None:
     call(cu.cuStreamSynchronize, cu.CUstream(stream))
+
+
+_libcuda = None
+
+
+def libcuda():
+    """libcuda itself (the library cuda-bindings loaded), for the calls
+    tilec makes without cuda-bindings' wrappers; each caller says why."""
+    global _libcuda
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+    return _libcuda
+
+
+def launch_kernel_ex_address() -> int:
+    """The address of cuLaunchKernelEx, for the fast launch path
+    (launcher.py), which calls it with no Python wrapper between."""
+    return ctypes.cast(libcuda().cuLaunchKernelEx, ctypes.c_void_p).value
+
+
+def function_address(function) -> int:
+    """A CUfunction's handle as an integer."""
+    return int(function)
 
 
 def launch(

@@ -1,6 +1,8 @@
 """Launching a kernel: the caller's arguments checked against its kernel.json
 signature, host arrays staged on the device, tensor maps encoded, parameters
-packed, then cuLaunchKernelEx.
+packed, then cuLaunchKernelEx.  That is the slow path; a repeated launch
+with the same signature is replayed by the kernel's `Launcher`
+(launcher.py) without any of it.
 
 The checks are pure functions (`check_args`, `launch_grid`, `check_smem`,
 `pack_params`) so they are tested without a GPU; `Kernel` only adds the
@@ -8,9 +10,10 @@ driver calls.
 
 What a caller passes, per parameter kind:
 - buffer: a numpy array (copied to a fresh device buffer before the launch
-  and back after it), or a device array used in place: anything with DLPack
-  (``__dlpack__``/``__dlpack_device__``: torch, cupy, jax) or
-  ``__cuda_array_interface__`` (numba, cupy, torch).  dtype and shape must
+  and back after it), or a device array used in place: a torch CUDA tensor
+  (read directly: data_ptr, shape, stride, dtype), or anything with DLPack
+  (``__dlpack__``/``__dlpack_device__``: cupy, jax) or
+  ``__cuda_array_interface__`` (numba, cupy).  dtype and shape must
   match exactly and the data be C-contiguous.  numpy has no bf16, tf32 or
   8-bit float, so for those the bit patterns in an unsigned array of the
   same width are accepted (and f32 for tf32).
@@ -23,6 +26,7 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
+import sys
 
 import attrs
 import numpy as np
@@ -30,6 +34,7 @@ import numpy as np
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.runtime import driver
+from tilec.runtime.launcher import BUFFER, SCALAR, SCALAR_CODES, Launcher
 from tilec.runtime.tensormap import (
     TENSORMAP_ALIGN,
     TensorMapError,
@@ -178,6 +183,9 @@ def _as_array(name: str, arg, dlpack_stream: int) -> _Array | None:
     protocols can fail in their own ways; those become a LaunchError."""
     if isinstance(arg, np.ndarray):
         return _host_array(name, arg)
+    tensor_type = torch_tensor_type()
+    if tensor_type is not None and isinstance(arg, tensor_type) and arg.is_cuda:
+        return _torch_array(name, arg)
     try:
         if hasattr(arg, "__dlpack__") and hasattr(arg, "__dlpack_device__"):
             device_type, device_id = arg.__dlpack_device__()
@@ -189,7 +197,7 @@ def _as_array(name: str, arg, dlpack_stream: int) -> _Array | None:
                         f"parameter '{name}': the array is on CUDA device {device_id}, tilec launches "
                         f"on device {driver.ORDINAL} (choose it with CUDA_VISIBLE_DEVICES)"
                     )
-                return _dlpack_array(arg, arg.__dlpack__(stream=dlpack_stream))
+                return _dlpack_array(name, arg, arg.__dlpack__(stream=dlpack_stream))
             raise LaunchError(
                 f"parameter '{name}': the array is on DLPack device type {int(device_type)}, not CUDA"
             )
@@ -206,7 +214,64 @@ def _as_array(name: str, arg, dlpack_stream: int) -> _Array | None:
         ) from e
 
 
+def torch_tensor_type():
+    """torch.Tensor when torch is imported (a caller cannot hold a tensor
+    otherwise), else None; tilec never imports torch itself."""
+    torch = sys.modules.get("torch")
+    return getattr(torch, "Tensor", None)
+
+
+def torch_stream_function():
+    """torch's raw current-stream query (device index -> CUstream handle),
+    or None without torch."""
+    torch = sys.modules.get("torch")
+    return getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+
+
+_TORCH_NAMES = {
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float8_e4m3fn": "e4m3", "float8_e5m2": "e5m2", "float8_e8m0fnu": "ue8m0",
+}  # fmt: skip
+
+
+def _torch_array(name: str, tensor) -> _Array:
+    """A torch CUDA tensor, read through its own accessors: DLPack export
+    costs a device and stream look-up per call, and this is all tilec
+    needs."""
+    index = tensor.device.index
+    if index is not None and index != driver.ORDINAL:
+        raise LaunchError(
+            f"parameter '{name}': the tensor is on cuda:{index}, tilec launches on device "
+            f"{driver.ORDINAL} (choose it with CUDA_VISIBLE_DEVICES)"
+        )
+    itemsize = tensor.element_size()
+    text = str(tensor.dtype)
+    return _Array(
+        DeviceArray(_device_pointer(name, tensor.data_ptr()), tensor),
+        _TORCH_NAMES.get(text.removeprefix("torch.")),
+        text,
+        tuple(tensor.shape),
+        tuple(s * itemsize for s in tensor.stride()),
+        itemsize,
+    )
+
+
+def _device_pointer(name: str, ptr) -> int:
+    """`ptr` as a device address: a non-NULL integer a 64-bit pointer can
+    hold."""
+    if isinstance(ptr, bool) or not isinstance(ptr, (int, np.integer)):
+        raise LaunchError(f"parameter '{name}': the device pointer {ptr!r} is not an integer")
+    if not 0 < int(ptr) < 2**64:
+        what = "NULL" if ptr == 0 else f"{int(ptr):#x}, outside 0..2**64"
+        raise LaunchError(f"parameter '{name}': the device pointer is {what}")
+    return int(ptr)
+
+
 def _host_array(name: str, array: np.ndarray) -> _Array:
+    if isinstance(array, np.ma.MaskedArray):
+        raise LaunchError(f"parameter '{name}': masked arrays are not supported (pass x.filled())")
     if not array.flags.c_contiguous:
         raise LaunchError(
             f"parameter '{name}': the numpy array is not C-contiguous (pass np.ascontiguousarray(x))"
@@ -221,8 +286,11 @@ def _interface_array(name: str, owner, interface: dict) -> _Array:
     ptr, _readonly = interface["data"]
     dtype = np.dtype(interface["typestr"])
     strides = interface.get("strides")
+    stream = interface.get("stream")
+    if stream is not None:
+        stream = _stream_value(f"parameter '{name}': the array's producer stream", stream)
     return _Array(
-        DeviceArray(int(ptr or 0), owner, interface.get("stream")),
+        DeviceArray(_device_pointer(name, ptr), owner, stream),
         _NUMPY_NAMES.get(dtype),
         interface["typestr"],
         tuple(interface["shape"]),
@@ -257,19 +325,27 @@ _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c
 )
 
 
-def _dlpack_array(owner, capsule) -> _Array:
+_MAX_DLPACK_NDIM = 64  # far above any real tensor; a bound before reading shape[i]
+
+
+def _dlpack_array(name: str, owner, capsule) -> _Array:
     """Read a legacy "dltensor" capsule (a DLManagedTensor starts with its
     DLTensor).  The capsule is not consumed: dropping it calls the
-    producer's deleter, while `owner` keeps the memory alive."""
+    producer's deleter, while `owner` keeps the memory alive.  ndim is
+    bounded before shape and strides are read: they are raw C arrays."""
     tensor = ctypes.cast(_capsule_pointer(capsule, b"dltensor"), ctypes.POINTER(_DLTensor)).contents
     code, bits, lanes = tensor.dtype.code, tensor.dtype.bits, tensor.dtype.lanes
+    if not 0 <= tensor.ndim <= _MAX_DLPACK_NDIM:
+        raise LaunchError(f"parameter '{name}': the DLPack tensor claims {tensor.ndim} dimensions")
+    if tensor.ndim and not tensor.shape:
+        raise LaunchError(f"parameter '{name}': the DLPack tensor has no shape array")
     itemsize = (bits * lanes + 7) // 8
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
     strides = None
     if tensor.strides:
         strides = tuple(tensor.strides[i] * itemsize for i in range(tensor.ndim))
     return _Array(
-        DeviceArray((tensor.data or 0) + tensor.byte_offset, owner),
+        DeviceArray(_device_pointer(name, (tensor.data or 0) + tensor.byte_offset), owner),
         _DLPACK_NAMES.get((code, bits)) if lanes == 1 else None,
         f"DLPack(code={code}, bits={bits}, lanes={lanes})",
         shape,
@@ -289,11 +365,19 @@ def _check_scalar(param: dict, arg) -> Scalar:
             limits = np.iinfo(np_dtype)
             if not limits.min <= value <= limits.max:
                 raise LaunchError(f"parameter '{name}': {value} does not fit {dt.name}")
-        return Scalar(np.array(value, dtype=np_dtype).tobytes())
+            return Scalar(np.array(value, dtype=np_dtype).tobytes())
+        try:
+            arg = float(value)
+        except OverflowError:
+            raise LaunchError(f"parameter '{name}': the integer does not fit {dt.name}") from None
     if isinstance(arg, (float, np.floating)):
         if dt.kind != "float":
             raise LaunchError(f"parameter '{name}' is {dt.name}: got the float {arg!r}")
-        return Scalar(np.array(arg, dtype=np_dtype).tobytes())
+        with np.errstate(over="ignore"):
+            value = np.array(arg, dtype=np_dtype)
+        if np.isinf(value) and np.isfinite(arg):
+            raise LaunchError(f"parameter '{name}': {arg!r} overflows {dt.name}")
+        return Scalar(value.tobytes())
     raise LaunchError(
         f"parameter '{name}' is a scalar {dt.name}: expected a number, got {type(arg).__name__}"
     )
@@ -327,7 +411,14 @@ def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict
 def launch_grid(grid, default, cluster) -> tuple[int, int, int]:
     """The grid to launch: `grid` (an int or 1 to 3 ints) or the kernel's
     `default`, padded to three dimensions, each a whole number of clusters."""
-    dims = default if grid is None else ((grid,) if isinstance(grid, (int, np.integer)) else tuple(grid))
+    if grid is None:
+        dims = default
+    elif isinstance(grid, (int, np.integer)):
+        dims = (grid,)
+    elif isinstance(grid, (tuple, list)):
+        dims = tuple(grid)
+    else:
+        dims = ()
     if not 1 <= len(dims) <= 3 or not all(
         isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 1 for d in dims
     ):
@@ -391,16 +482,30 @@ def stream_handle(stream) -> int:
     if stream is None:
         return 0
     if isinstance(stream, (int, np.integer)) and not isinstance(stream, bool):
-        return int(stream)
+        return _stream_value(f"stream {stream!r}", stream)
     protocol = getattr(stream, "__cuda_stream__", None)
     if callable(protocol):
-        return int(protocol()[1])
+        try:
+            version, handle = protocol()
+        except Exception as e:  # the caller's stream object refused
+            raise LaunchError(
+                f"stream {stream!r}: __cuda_stream__() did not give (version, handle) "
+                f"({type(e).__name__}: {e})"
+            ) from None
+        return _stream_value(f"stream {stream!r}: __cuda_stream__()", handle)
     handle = getattr(stream, "cuda_stream", None)
     if isinstance(handle, int):
-        return handle
+        return _stream_value(f"stream {stream!r}", handle)
     raise LaunchError(
         f"stream {stream!r} is not a CUDA stream (an int handle, __cuda_stream__, or torch.cuda.Stream)"
     )
+
+
+def _stream_value(what: str, handle) -> int:
+    """A CUstream handle: an integer a 64-bit pointer can hold."""
+    if isinstance(handle, bool) or not isinstance(handle, (int, np.integer)) or not 0 <= handle < 2**64:
+        raise LaunchError(f"{what} gave the handle {handle!r}, not an integer in 0..2**64")
+    return int(handle)
 
 
 def _same_stream(a: int, b: int) -> bool:
@@ -448,9 +553,19 @@ class Kernel:
 
     ``kernel(*args, grid=None, stream=None)``: `args` follow the kernel's
     non-tensormap parameters; `grid` overrides kernel.json's; `stream` is
-    where to launch (default: the legacy default stream, and the call waits
-    for the kernel).  With a stream the call returns once the kernel is
-    queued, unless numpy arrays must be copied back."""
+    where to launch.  Without one, the launch goes to torch's current
+    stream when any argument is a torch CUDA tensor, else to the legacy
+    default stream.  The call returns once the kernel is queued, except
+    that numpy arrays are copied back, which waits for the kernel.
+
+    A launch whose arguments have the signature of the previous one (the
+    same tensors' pointers, shapes, strides and dtypes) is replayed by the
+    kernel's `Launcher` with no checks repeated; any other goes through
+    the full checks here (the slow path), which the launcher then
+    remembers.  Encoded tensor maps are kept per (map, address), so a
+    change of pointers costs at most one encode per map."""
+
+    _ENCODED_KEPT = 64  # encoded tensor maps kept per kernel
 
     def __init__(self, module, entry: dict, function, device: driver.Device):
         self.module = module  # keeps the CUmodule loaded while this kernel lives
@@ -463,6 +578,8 @@ class Kernel:
         self.cluster = tuple(entry.get("cluster", (1, 1, 1)))
         self.dynamic_smem = int(entry.get("dynamic_smem", 0))
         self._function = function
+        self._launcher = None  # made on the first launch it can remember
+        self._encoded: dict[tuple, bytes] = {}
         static = driver.function_attribute(function, "SHARED_SIZE_BYTES")
         check_smem(self.name, self.dynamic_smem, static, device.max_dynamic_smem)
         if self.dynamic_smem:
@@ -474,7 +591,31 @@ class Kernel:
         return f"<tilec Kernel {self.name} grid={list(self.grid)} block={list(self.block)}>"
 
     def __call__(self, *args, grid=None, stream=None) -> None:
-        handle = stream_handle(stream)
+        launcher = self._launcher
+        if launcher is not None:
+            status = launcher(args, grid, stream)
+            if status == 0:
+                return
+            if status == _INVALID_CONTEXT:
+                driver.device()  # a thread that never made the context current; the slow path retries
+            elif status > 0:
+                driver.check_status("cuLaunchKernelEx", status)
+        self._launch_checked(args, grid, stream)
+
+    def _launch_checked(self, args, grid, stream) -> None:
+        """The slow path: every check, staging, encodes, then the launch,
+        remembered by the launcher when it can be replayed."""
+        tensor_type = torch_tensor_type()
+        on_torch = tensor_type is not None and any(
+            isinstance(a, tensor_type) and a.is_cuda for a in args
+        )
+        stream_fn = torch_stream_function() if on_torch else None
+        if stream is not None:
+            handle = stream_handle(stream)
+        elif stream_fn is not None:
+            handle = _stream_value("torch's current stream", stream_fn(driver.ORDINAL))
+        else:
+            handle = 0
         bound = check_args(
             self.params, args, self.tensormaps.values(), dlpack_stream=handle or LEGACY_STREAM
         )
@@ -496,11 +637,51 @@ class Kernel:
                 elif param["kind"] == "scalar":
                     blobs.append(bound[param["name"]].data)
                 else:
-                    blobs.append(encode_tiled(self.tensormaps[param["name"]], pointers[param["tensor"]]))
+                    blobs.append(self._encode(param["name"], pointers[param["tensor"]]))
             packed = pack_params(blobs)
             driver.launch(
                 self._function, dims, self.block, self.cluster, self.dynamic_smem, handle, packed.address
             )
-            if stream is None or staging.uploads:
+            if staging.uploads:
                 driver.stream_synchronize(handle)
-            staging.download()
+                staging.download()
+            else:
+                self._remember(args, blobs, tensor_type, stream_fn)
+
+    def _encode(self, name: str, base: int) -> bytes:
+        key = (name, base)
+        if key not in self._encoded:
+            if len(self._encoded) >= self._ENCODED_KEPT:
+                del self._encoded[next(iter(self._encoded))]
+            self._encoded[key] = encode_tiled(self.tensormaps[name], base)
+        return self._encoded[key]
+
+    def _remember(self, args, blobs: list[bytes], tensor_type, stream_fn) -> None:
+        """Hand a launch whose arrays are all torch tensors to the launcher
+        to replay (it recognises no other array)."""
+        caller = [p for p in self.params if p["kind"] != "tensormap"]
+        tensors = [a for p, a in zip(caller, args) if p["kind"] == "buffer"]
+        if tensors and (tensor_type is None or not all(isinstance(a, tensor_type) for a in tensors)):
+            return
+        if self._launcher is None:
+            slots = {p["name"]: i for i, p in enumerate(self.params)}
+            specs = [
+                (BUFFER, slots[p["name"]], 0)
+                if p["kind"] == "buffer"
+                else (SCALAR, slots[p["name"]], SCALAR_CODES.get(p["dtype"], 0))
+                for p in caller
+            ]
+            self._launcher = Launcher(
+                driver.function_address(self._function),
+                driver.launch_kernel_ex_address(),
+                self.block,
+                self.cluster,
+                self.dynamic_smem,
+                [len(b) for b in blobs],
+                specs,
+            )
+        default = launch_grid(None, self.grid, self.cluster)
+        self._launcher.commit(tuple(args), blobs, default, tensor_type or object, stream_fn)
+
+
+_INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT

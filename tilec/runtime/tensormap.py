@@ -184,7 +184,7 @@ def _encode_function():
     """libcuda's cuTensorMapEncodeTiled (the library cuda-bindings loaded)."""
     global _encode
     if _encode is None:
-        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+        fn = driver.libcuda().cuTensorMapEncodeTiled
         fn.restype = ctypes.c_int
         fn.argtypes = _ENCODE_ARGTYPES
         _encode = fn

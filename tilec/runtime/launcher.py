@@ -1,0 +1,216 @@
+"""The fast launch path: a kernel's last validated launch, replayed.
+
+`Kernel.__call__` (launch.py) first offers its arguments to the kernel's
+`Launcher`.  The launcher remembers the signature of the last launch the
+slow path validated -- per buffer argument the tensor's data pointer, shape,
+strides and dtype -- and the packed parameter bytes that went with it
+(buffer pointers, encoded tensor maps, bound extents).  Arguments with the
+same signature need none of the slow path's work: the launcher writes the
+scalar parameters into its preallocated buffer, picks the stream and calls
+cuLaunchKernelEx.  Anything it cannot prove identical is a miss (-1),
+nothing launched, and the slow path checks, encodes, launches and commits
+the new signature.
+
+Only tensors of one type (torch.Tensor) take this path: their pointer,
+shape, strides and dtype are read directly, and a pointer identifies its
+device (CUDA's unified addressing), so an unchanged signature is an
+unchanged validation.
+
+Two implementations with one behaviour: `_launcher.c`, compiled when tilec
+is installed (setup.py; optional, so an install without a C compiler still
+works), and `PyLauncher` here.  `TILEC_LAUNCHER=python` forces the latter.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import struct
+import threading
+
+BUFFER, SCALAR = 0, 1
+# scalar dtype -> the code both implementations use; other dtypes (f16,
+# bf16...) always miss and are packed by the slow path
+SCALAR_CODES = {
+    "i8": 1, "i16": 2, "i32": 3, "i64": 4, "u8": 5, "u16": 6, "u32": 7, "u64": 8, "f32": 9, "f64": 10,
+}  # fmt: skip
+_STRUCT_FORMAT = {1: "<b", 2: "<h", 3: "<i", 4: "<q", 5: "<B", 6: "<H", 7: "<I", 8: "<Q", 9: "<f", 10: "<d"}
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+_ALIGN = 64  # a tensor map parameter is .align 64
+_CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+
+
+class _Dim3(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_uint), ("y", ctypes.c_uint), ("z", ctypes.c_uint)]
+
+
+class _Value(ctypes.Union):  # CUlaunchAttributeValue
+    _fields_ = [("pad", ctypes.c_char * 64), ("cluster", _Dim3)]
+
+
+class _Attribute(ctypes.Structure):  # CUlaunchAttribute
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", _Value)]
+
+
+class _Config(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("stream", ctypes.c_void_p),
+        ("attrs", ctypes.POINTER(_Attribute)),
+        ("num_attrs", ctypes.c_uint),
+    ]
+
+
+_LAUNCH_PROTOTYPE = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(_Config), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p
+)
+
+
+class PyLauncher:
+    """The pure-Python launcher; see the module docstring.  Same interface
+    as the compiled one: ``Launcher(function, launch, block, cluster,
+    shared_bytes, slot_sizes, specs)``, ``commit(args, blobs, grid,
+    tensor_type, stream_fn)``, ``launcher(args, grid, stream)`` -> -1 or the
+    CUresult."""
+
+    def __init__(self, function, launch, block, cluster, shared_bytes, slot_sizes, specs):
+        self._lock = threading.Lock()
+        self._launch = _LAUNCH_PROTOTYPE(launch)
+        self._function = function
+        self._cluster = tuple(cluster)
+        self._sizes = list(slot_sizes)
+        slots = [-(-max(size, 1) // _ALIGN) * _ALIGN for size in self._sizes]
+        self._storage = ctypes.create_string_buffer(sum(slots) + _ALIGN)
+        start = -ctypes.addressof(self._storage) % _ALIGN
+        self._offsets = [start + sum(slots[:i]) for i in range(len(slots))]
+        self._pointers = (ctypes.c_void_p * max(len(slots), 1))(
+            *(ctypes.addressof(self._storage) + off for off in self._offsets)
+        )
+        self._buffers = [(i, slot) for i, (kind, slot, _code) in enumerate(specs) if kind == BUFFER]
+        self._scalars = [
+            (i, self._offsets[slot], _STRUCT_FORMAT.get(code))
+            for i, (kind, slot, code) in enumerate(specs)
+            if kind == SCALAR
+        ]
+        self._nargs = len(specs)
+        self._config = _Config()
+        self._config.block[:] = tuple(block)
+        self._config.shared_bytes = shared_bytes
+        self._attribute = _Attribute(id=_CLUSTER_DIMENSION)
+        self._attribute.value.cluster = _Dim3(*cluster)
+        if math.prod(self._cluster) != 1:
+            self._config.attrs = ctypes.pointer(self._attribute)
+            self._config.num_attrs = 1
+        self._params = ctypes.addressof(self._pointers) if slots else None
+        self.forget()
+
+    @property
+    def valid(self) -> bool:
+        return self._keys is not None
+
+    def forget(self) -> None:
+        self._keys = None
+        self._tensor_type = None
+        self._stream_fn = None
+        self._grid = (1, 1, 1)
+
+    def commit(self, args, blobs, grid, tensor_type, stream_fn) -> bool:
+        self.forget()
+        if len(args) != self._nargs or [len(b) for b in blobs] != self._sizes:
+            raise ValueError("commit: argument or blob count does not match")
+        keys = []
+        for i, _slot in self._buffers:
+            if not isinstance(args[i], tensor_type):
+                return False
+            keys.append(_signature(args[i]))
+        with self._lock:
+            for blob, offset in zip(blobs, self._offsets):
+                ctypes.memmove(ctypes.addressof(self._storage) + offset, blob, len(blob))
+            self._grid = tuple(grid)
+            self._tensor_type = tensor_type
+            self._stream_fn = stream_fn
+            self._keys = keys
+        return True
+
+    def __call__(self, args, grid, stream) -> int:
+        keys = self._keys
+        if keys is None or len(args) != self._nargs:
+            return -1
+        tensor_type = self._tensor_type
+        for (i, _slot), key in zip(self._buffers, keys):
+            arg = args[i]
+            if not isinstance(arg, tensor_type) or _signature(arg) != key:
+                return -1
+        dims = self._grid if grid is None else _grid(grid, self._cluster)
+        handle = _stream(stream, self._stream_fn)
+        if dims is None or handle is None:
+            return -1
+        with self._lock:
+            base = ctypes.addressof(self._storage)
+            for i, offset, fmt in self._scalars:
+                if fmt is None or not _pack_into(fmt, base + offset, args[i]):
+                    return -1
+            config = self._config
+            config.grid[:] = dims
+            config.stream = handle
+            return self._launch(ctypes.byref(config), self._function, self._params, None)
+
+
+def _signature(tensor) -> tuple:
+    return (tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype)
+
+
+def _pack_into(fmt: str, address: int, value) -> bool:
+    if not isinstance(value, (int, float)):
+        return False
+    if fmt[1] in "fd" and not isinstance(value, float):
+        try:
+            value = float(value)
+        except OverflowError:
+            return False
+    try:
+        data = struct.pack(fmt, value)
+    except (struct.error, OverflowError):
+        return False
+    ctypes.memmove(address, data, len(data))
+    return True
+
+
+def _grid(grid, cluster) -> tuple[int, int, int] | None:
+    dims = (grid,) if type(grid) is int else grid
+    if type(dims) not in (tuple, list) or not 1 <= len(dims) <= 3:
+        return None
+    dims = tuple(dims) + (1,) * (3 - len(dims))
+    for extent, limit, size in zip(dims, _MAX_GRID, cluster):
+        if type(extent) is not int or not 1 <= extent <= limit or extent % size:
+            return None
+    return dims
+
+
+def _stream(stream, stream_fn) -> int | None:
+    if stream is None:
+        handle = stream_fn(0) if stream_fn is not None else 0
+    elif type(stream) is int:
+        handle = stream
+    else:
+        handle = getattr(stream, "cuda_stream", None)
+    if type(handle) is not int or not 0 <= handle < 2**64:
+        return None
+    return handle
+
+
+def _compiled():
+    """The compiled Launcher type, or None (not built, or not wanted)."""
+    if os.environ.get("TILEC_LAUNCHER") == "python":
+        return None
+    try:
+        from tilec.runtime import _launcher
+    except ImportError:
+        return None
+    return _launcher.Launcher
+
+
+Launcher = _compiled() or PyLauncher
+IMPLEMENTATION = "C" if Launcher is not PyLauncher else "python"
