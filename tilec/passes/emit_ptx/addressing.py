@@ -120,12 +120,28 @@ class Addressing:
         bits = self.arith("&", src, self.imm((1 << b) - 1, t), t)
         return self.arith("^", m, self.arith("<<", bits, self.imm(p, "u32"), t), t)
 
+    def _check_index_width(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> None:
+        """Refuse a 32-bit index into a dimension of 2**31 elements or more:
+        it cannot reach the upper half, and the arithmetic that made it
+        wrapped around (a silent wrong address otherwise)."""
+        for d, (index, extent) in enumerate(zip(indices, buf.shape)):
+            if extent < 2**31 or isinstance(index, ir.Int):
+                continue
+            if self.syms.type_of(index) not in ("i64", "u64"):
+                raise TilecError(
+                    f"dimension {d} of '{buf.name}' has {extent} elements, more than a 32-bit index "
+                    f"reaches; split the dimension so that each index stays below 2**31 "
+                    f"(e.g. [{extent // 256}, 256]) or index it with an i64 value",
+                    getattr(index, "span", None) or span,
+                )
+
     def offset_type(self, buf: Buffer, indices: Sequence[ir.Expr]) -> str:
         wide = any(self.syms.type_of(i) in ("i64", "u64") for i in indices)
         return "i64" if wide or buf.nbytes >= 2**31 else "i32"
 
     def memory_offset(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
         """The swizzled `m` offset (in elements) of a memory buffer's element."""
+        self._check_index_width(buf, indices, span)
         t = self.offset_type(buf, indices)
 
         def keep(axis):
