@@ -328,6 +328,57 @@ class FakeTensor:
         return 2 if self.dtype is FLOAT16 else 4
 
 
+class _DLTensorView(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]  # fmt: skip
+
+
+_FROM_PY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_DLTensorView))
+_WORK_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p))
+
+
+class _ExchangeAPI(ctypes.Structure):
+    _fields_ = [
+        ("major", ctypes.c_uint32), ("minor", ctypes.c_uint32), ("prev_api", ctypes.c_void_p),
+        ("allocator", ctypes.c_void_p), ("managed_from_py", ctypes.c_void_p), ("managed_to_py", ctypes.c_void_p),
+        ("dltensor_from_py_object_no_sync", _FROM_PY), ("current_work_stream", _WORK_STREAM),
+    ]  # fmt: skip
+
+
+_DL_DTYPES = {"float32": (2, 32), "float16": (2, 16), "uint32": (1, 32)}
+_CAPSULE_NAME = ctypes.create_string_buffer(b"dlpack_exchange_api")
+_new_capsule = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
+    ("PyCapsule_New", ctypes.pythonapi)
+)
+
+
+def exchange_tensor_type(gpu):
+    """A FakeTensor type with a DLPack C exchange API, as torch 2.10+ has."""
+
+    def from_py(address, out):
+        tensor = ctypes.cast(address, ctypes.py_object).value
+        tensor._dl_shape = (ctypes.c_int64 * len(tensor.shape))(*tensor.shape)
+        tensor._dl_strides = (ctypes.c_int64 * len(tensor.shape))(*tensor.stride())
+        code, bits = _DL_DTYPES[tensor.dtype.name]
+        out[0] = _DLTensorView(
+            tensor.ptr, 2, 0, len(tensor.shape), code, bits, 1, tensor._dl_shape, tensor._dl_strides, 0
+        )
+        return 0
+
+    def work_stream(device_type, device_id, out):
+        assert (device_type, device_id) == (2, 0)
+        out[0] = gpu.torch_stream
+        return 0
+
+    api = _ExchangeAPI(1, 2, None, None, None, None, _FROM_PY(from_py), _WORK_STREAM(work_stream))
+    capsule = _new_capsule(ctypes.addressof(api), ctypes.addressof(_CAPSULE_NAME), None)
+    return type("ExchangeTensor", (FakeTensor,), {"__dlpack_c_exchange_api__": capsule, "_api": api})
+
+
 _LAUNCH_EX = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
@@ -355,15 +406,18 @@ def compiled_launcher(tmp_path_factory):
     return _build_compiled_launcher(str(tmp_path_factory.mktemp("launcher")))
 
 
-@pytest.fixture(params=["C", "python"])
+@pytest.fixture(params=["C", "C with the DLPack exchange API", "python"])
 def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
     """The fake GPU plus fake torch, with the fast path's driver entry
     points: cuLaunchKernelEx is a callback that decodes CUlaunchConfig and
     runs the fake kernel."""
-    if request.param == "C":
+    gpu.tensor_type = FakeTensor
+    if request.param.startswith("C"):
         if compiled_launcher is None:
             pytest.skip("no C compiler")
         monkeypatch.setattr(launch_py, "Launcher", compiled_launcher)
+        if "exchange" in request.param:
+            gpu.tensor_type = exchange_tensor_type(gpu)
     else:
         monkeypatch.setattr(launch_py, "Launcher", launcher_py.PyLauncher)
     names = {}
@@ -386,7 +440,7 @@ def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
     gpu.torch_stream = 0x51
     monkeypatch.setattr(driver, "function_address", function_address)
     monkeypatch.setattr(driver, "launch_kernel_ex_address", lambda: ctypes.cast(callback, ctypes.c_void_p).value)
-    monkeypatch.setattr(launch_py, "torch_tensor_type", lambda: FakeTensor)
+    monkeypatch.setattr(launch_py, "torch_tensor_type", lambda: gpu.tensor_type)
     monkeypatch.setattr(launch_py, "torch_stream_function", lambda: lambda index: gpu.torch_stream)
     gpu.callback = callback
     return gpu
@@ -395,14 +449,14 @@ def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
 def device_tensor(gpu, values, dtype=FLOAT32):
     ptr = gpu.mem_alloc(values.nbytes)
     gpu.copy_to_device(ptr, values.ctypes.data, values.nbytes)
-    return FakeTensor(ptr, values.shape, dtype)
+    return gpu.tensor_type(ptr, values.shape, dtype)
 
 
 def launches(gpu):
     return [e[0] for e in gpu.log if e[0] in ("launch", "fast_launch")]
 
 
-def test_a_repeated_signature_is_replayed_without_checks(torch_gpu, monkeypatch):
+def test_a_repeated_signature_is_replayed_without_checks_on_any_stream(torch_gpu, monkeypatch):
     gpu = torch_gpu
     kernel = build(runtime_kernels.vadd(n=16)).kernel()
     a, b = device_tensor(gpu, np.arange(16, dtype=np.float32)), device_tensor(gpu, np.ones(16, np.float32))
@@ -413,61 +467,53 @@ def test_a_repeated_signature_is_replayed_without_checks(torch_gpu, monkeypatch)
     kernel(a, b, c, 8)  # a new scalar value is still the same signature
     kernel(a, b, c, 16, grid=(1,))
     assert launches(gpu) == ["launch", "fast_launch", "fast_launch"] and checks == []
+    assert kernel._launcher.reads == ("dlpack-exchange" if hasattr(gpu.tensor_type, "_api") else "methods")
     assert gpu.array(c.ptr, np.float32, 16).tolist() == [i + 1.0 for i in range(16)]
     # no stream: torch's current stream, and no wait
     assert [e[-1] for e in gpu.log if "launch" in e[0]] == [0x51] * 3 and not events(gpu, "sync")
     assert [e[2] for e in gpu.log if "launch" in e[0]] == [(1, 1, 1)] * 3
 
-
-def test_streams_on_the_fast_path(torch_gpu):
-    gpu = torch_gpu
-    kernel = build(runtime_kernels.vadd(n=16)).kernel()
-    t = device_tensor(gpu, np.ones(16, np.float32))
-    kernel(t, t, t, 16)
-
     class TorchStream:
         cuda_stream = 0x99
 
-    kernel(t, t, t, 16, stream=7)
-    kernel(t, t, t, 16, stream=TorchStream())
+    kernel(a, b, c, 16, stream=7)
+    kernel(a, b, c, 16, stream=TorchStream())
     gpu.torch_stream = 0x52
-    kernel(t, t, t, 16)
-    assert [e[-1] for e in gpu.log if "launch" in e[0]] == [0x51, 7, 0x99, 0x52]
-    assert launches(gpu) == ["launch"] + ["fast_launch"] * 3
+    kernel(a, b, c, 16)
+    assert [e[-1] for e in gpu.log if "launch" in e[0]][3:] == [7, 0x99, 0x52]
+    assert launches(gpu) == ["launch"] + ["fast_launch"] * 5
 
 
-@pytest.mark.parametrize(
-    "change, message",
-    [
-        (lambda a: FakeTensor(a.ptr, (8, 2)), r"shape \[8, 2\] does not match f32\[16\]"),
-        (lambda a: FakeTensor(a.ptr, (16,), FLOAT16), "dtype torch.float16 does not match f32"),
-        (lambda a: FakeTensor(a.ptr, (16,), stride=(2,)), "not C-contiguous"),
-        (lambda a: FakeTensor(a.ptr + 2, (16,)), "not aligned"),
-        (lambda a: np.ones(3, np.float32), r"shape \[3\] does not match"),
-    ],
-)
-def test_a_changed_signature_on_a_cached_kernel_is_checked_again(torch_gpu, change, message):
+CHANGES = [
+    (lambda a: type(a)(a.ptr, (8, 2)), r"shape \[8, 2\] does not match f32\[16\]"),
+    (lambda a: type(a)(a.ptr, (16,), FLOAT16), "dtype torch.float16 does not match f32"),
+    (lambda a: type(a)(a.ptr, (16,), stride=(2,)), "not C-contiguous"),
+    (lambda a: type(a)(a.ptr + 2, (16,)), "not aligned"),
+    (lambda a: np.ones(3, np.float32), r"shape \[3\] does not match"),
+]
+
+
+def test_a_changed_signature_on_a_cached_kernel_is_checked_again(torch_gpu):
     gpu = torch_gpu
     kernel = build(runtime_kernels.vadd(n=16)).kernel()
     t = device_tensor(gpu, np.ones(16, np.float32))
     kernel(t, t, t, 16)
     kernel(t, t, t, 16)
-    with pytest.raises(LaunchError, match=message):
-        kernel(t, change(t), t, 16)
-    assert launches(gpu) == ["launch", "fast_launch"]
+    for change, message in CHANGES:
+        with pytest.raises(LaunchError, match=message):
+            kernel(t, change(t), t, 16)
+        kernel(t, t, t, 16)  # the remembered signature still replays
+    assert launches(gpu) == ["launch"] + ["fast_launch"] * 6
 
 
-@pytest.mark.parametrize(
-    "value, message",
-    [(2**40, "does not fit i32"), (1.5, "got the float 1.5"), ("16", "expected a number")],
-)
-def test_bad_scalars_on_a_cached_kernel_are_refused(torch_gpu, value, message):
+def test_bad_scalars_grids_and_streams_on_a_cached_kernel_are_refused(torch_gpu):
     gpu = torch_gpu
     kernel = build(runtime_kernels.vadd(n=16)).kernel()
     t = device_tensor(gpu, np.ones(16, np.float32))
     kernel(t, t, t, 16)
-    with pytest.raises(LaunchError, match=message):
-        kernel(t, t, t, value)
+    for value, message in [(2**40, "does not fit i32"), (1.5, "got the float 1.5"), ("16", "expected a number")]:
+        with pytest.raises(LaunchError, match=message):
+            kernel(t, t, t, value)
     with pytest.raises(LaunchError, match="grid"):
         kernel(t, t, t, 16, grid=0)
     with pytest.raises(LaunchError, match="not a CUDA stream"):
@@ -507,7 +553,7 @@ def test_cluster_launches_replay_their_cluster(torch_gpu):
     ptx, meta = runtime_kernels.cluster_ids(ctas=32, cluster=16)
     kernel = CompiledModule(ptx, meta, "sm_90a").kernel()
     gpu.run_cluster_ids = lambda grid, block, address: None
-    out = FakeTensor(gpu.mem_alloc(32 * 2 * 4), (32, 2), FakeDtype("uint32"))
+    out = gpu.tensor_type(gpu.mem_alloc(32 * 2 * 4), (32, 2), FakeDtype("uint32"))
     kernel(out)
     kernel(out)
     assert [e[4] for e in gpu.log if "launch" in e[0]] == [(16, 1, 1), (16, 1, 1)]

@@ -44,6 +44,8 @@ def test_fast_path_replays_and_rechecks(hopper, monkeypatch, implementation):
     for i in range(6):  # replays, and a new pointer every other call
         kernel(x, y, outs[i // 2])
     assert kernel._launcher is not None and kernel._launcher.valid
+    if implementation == "compiled" and hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        assert kernel._launcher.reads == "dlpack-exchange"
     for out in outs:
         torch.testing.assert_close(out, x + y, rtol=0, atol=0)
     with pytest.raises(LaunchError, match=r"parameter 'B': shape \[8192\] does not match"):

@@ -10,10 +10,17 @@
  * cannot prove identical is answered -1 ("miss"), with nothing launched and
  * no error set, and the Python slow path does the full job.
  *
- * It needs no CUDA headers: the two driver structs it fills are declared
- * below from the driver API's documented layout, and cuLaunchKernelEx's
- * address is handed in from Python (libcuda is never linked), so it builds
- * wherever a C compiler and Python's headers are.
+ * A tensor's signature is read through its type's DLPack C exchange API
+ * (`__dlpack_c_exchange_api__`, DLPack 1.2+, torch 2.10+): a C call that
+ * fills a non-owning DLTensor, and another that gives the framework's
+ * current stream, with no Python in between.  Where the type has none, the
+ * signature is read with the tensor's own methods (data_ptr(), shape,
+ * stride(), dtype), and the stream with the stream function given.
+ *
+ * It needs no CUDA or DLPack headers: the structs it fills are declared
+ * below from the documented layouts, and cuLaunchKernelEx's address is
+ * handed in from Python (libcuda is never linked), so it builds wherever a
+ * C compiler and Python's headers are.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,6 +53,40 @@ typedef struct { /* CUlaunchConfig */
 
 typedef int (*LaunchKernelEx)(const LaunchConfig *, void *, void **, void **);
 
+/* DLPack (dlpack.h 1.2): the tensor view and the C exchange API */
+typedef struct {
+    void *data;
+    int32_t device_type, device_id;
+    int32_t ndim;
+    uint8_t code, bits;
+    uint16_t lanes;
+    int64_t *shape, *strides;
+    uint64_t byte_offset;
+} DLTensorView;
+
+typedef struct {
+    uint32_t major, minor;
+    void *prev_api;
+    void *managed_tensor_allocator;
+    void *managed_tensor_from_py_object_no_sync;
+    void *managed_tensor_to_py_object_no_sync;
+    int (*dltensor_from_py_object_no_sync)(void *py_object, DLTensorView *out);
+    int (*current_work_stream)(int device_type, int32_t device_id, void **out_stream);
+} DLPackExchangeAPI;
+
+#define DL_CUDA 2
+#define MAX_DIMS 8
+
+/* A tensor's signature as the exchange API reports it (zero-filled, so
+ * two compare with memcmp). */
+typedef struct {
+    uint64_t address;
+    int32_t device_type, device_id, ndim, has_strides;
+    uint8_t code, bits;
+    uint16_t lanes;
+    int64_t shape[MAX_DIMS], strides[MAX_DIMS];
+} DLSignature;
+
 #define ATTRIBUTE_CLUSTER_DIMENSION 4
 #define PARAM_ALIGN 64 /* a tensor map parameter is .align 64 */
 
@@ -55,7 +96,10 @@ enum { S_NONE, S_I8, S_I16, S_I32, S_I64, S_U8, S_U16, S_U32, S_U64, S_F32, S_F6
 
 typedef struct {
     int kind, slot, code;
-    unsigned long long ptr; /* the remembered signature (buffers) */
+    /* the remembered signature (buffers): through the exchange API, or
+     * else through the tensor's methods */
+    DLSignature dl;
+    unsigned long long ptr;
     PyObject *shape, *stride, *dtype;
 } ArgSpec;
 
@@ -71,6 +115,8 @@ typedef struct {
     void **pointers;
     int valid, default_stream_from_fn;
     PyObject *tensor_type, *stream_fn, *stream_fn_args;
+    PyObject *api_capsule; /* keeps `api` alive */
+    const DLPackExchangeAPI *api;
     LaunchAttribute attribute;
 } Launcher;
 
@@ -87,6 +133,8 @@ static void forget(Launcher *self) {
     Py_CLEAR(self->tensor_type);
     Py_CLEAR(self->stream_fn);
     Py_CLEAR(self->stream_fn_args);
+    Py_CLEAR(self->api_capsule);
+    self->api = NULL;
 }
 
 static void Launcher_dealloc(Launcher *self) {
@@ -200,9 +248,55 @@ static int signature(PyObject *arg, unsigned long long *ptr, PyObject **shape, P
     return 0;
 }
 
+/* The exchange API of `tensor_type`, when it has a usable one (a capsule
+ * "dlpack_exchange_api", version 1.x, with the DLTensor view); NULL
+ * otherwise, with no error set. */
+static const DLPackExchangeAPI *exchange_api(PyObject *tensor_type, PyObject **capsule) {
+    *capsule = PyObject_GetAttrString(tensor_type, "__dlpack_c_exchange_api__");
+    if (!*capsule || !PyCapsule_IsValid(*capsule, "dlpack_exchange_api")) {
+        PyErr_Clear();
+        Py_CLEAR(*capsule);
+        return NULL;
+    }
+    const DLPackExchangeAPI *api = PyCapsule_GetPointer(*capsule, "dlpack_exchange_api");
+    if (!api || api->major != 1 || !api->dltensor_from_py_object_no_sync) {
+        PyErr_Clear();
+        Py_CLEAR(*capsule);
+        return NULL;
+    }
+    return api;
+}
+
+/* `arg`'s signature through the exchange API: 0, or -1 (no error set) when
+ * the API refuses it or it has more than MAX_DIMS dimensions. */
+static int dl_signature(const DLPackExchangeAPI *api, PyObject *arg, DLSignature *out) {
+    DLTensorView t;
+    memset(&t, 0, sizeof t);
+    if (api->dltensor_from_py_object_no_sync(arg, &t)) return PyErr_Clear(), -1;
+    if (t.ndim < 0 || t.ndim > MAX_DIMS || (t.ndim && !t.shape)) return -1;
+    memset(out, 0, sizeof *out);
+    out->address = (uint64_t)(uintptr_t)t.data + t.byte_offset;
+    out->device_type = t.device_type;
+    out->device_id = t.device_id;
+    out->ndim = t.ndim;
+    out->has_strides = t.strides != NULL;
+    out->code = t.code;
+    out->bits = t.bits;
+    out->lanes = t.lanes;
+    for (int i = 0; i < t.ndim; i++) {
+        out->shape[i] = t.shape[i];
+        if (t.strides) out->strides[i] = t.strides[i];
+    }
+    return 0;
+}
+
 /* 1 when `arg` has the remembered signature of spec `a`, 0 when not, -1 on
  * an error (set). */
-static int same_signature(ArgSpec *a, PyObject *arg) {
+static int same_signature(Launcher *self, ArgSpec *a, PyObject *arg) {
+    if (self->api) {
+        DLSignature now;
+        return dl_signature(self->api, arg, &now) == 0 && memcmp(&now, &a->dl, sizeof now) == 0;
+    }
     unsigned long long ptr;
     PyObject *shape, *stride, *dtype;
     if (signature(arg, &ptr, &shape, &stride, &dtype)) return -1;
@@ -239,6 +333,7 @@ static PyObject *Launcher_commit(Launcher *self, PyObject *args) {
         }
         memcpy(self->pointers[i], PyBytes_AS_STRING(blob), PyBytes_GET_SIZE(blob));
     }
+    self->api = exchange_api(tensor_type, &self->api_capsule);
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         ArgSpec *a = &self->args[i];
         if (a->kind != KIND_BUFFER) continue;
@@ -246,7 +341,11 @@ static PyObject *Launcher_commit(Launcher *self, PyObject *args) {
         int is_tensor = PyObject_IsInstance(arg, tensor_type);
         if (is_tensor < 0) return forget(self), NULL;
         if (!is_tensor) return forget(self), Py_NewRef(Py_False);
-        if (signature(arg, &a->ptr, &a->shape, &a->stride, &a->dtype)) return forget(self), NULL;
+        if (self->api) {
+            if (dl_signature(self->api, arg, &a->dl)) return forget(self), Py_NewRef(Py_False);
+        } else if (signature(arg, &a->ptr, &a->shape, &a->stride, &a->dtype)) {
+            return forget(self), NULL;
+        }
     }
     self->tensor_type = Py_NewRef(tensor_type);
     if (stream_fn != Py_None) {
@@ -321,7 +420,11 @@ static int read_grid(Launcher *self, PyObject *grid, unsigned int out[3]) {
 static int read_stream(Launcher *self, PyObject *stream, void **out) {
     unsigned long long handle = 0;
     if (stream == Py_None) {
-        if (self->stream_fn) {
+        if (self->stream_fn && self->api && self->api->current_work_stream) {
+            void *current = NULL;
+            if (self->api->current_work_stream(DL_CUDA, 0, &current)) return -1;
+            handle = (unsigned long long)(uintptr_t)current;
+        } else if (self->stream_fn) {
             PyObject *h = PyObject_Call(self->stream_fn, self->stream_fn_args, NULL);
             if (!h) return -1;
             int bad = read_u64(h, &handle);
@@ -359,7 +462,7 @@ static PyObject *Launcher_call(Launcher *self, PyObject *call, PyObject *kwds) {
                 int is_tensor = PyObject_IsInstance(arg, self->tensor_type);
                 if (is_tensor != 1) MISS();
             }
-            if (same_signature(a, arg) != 1) MISS();
+            if (same_signature(self, a, arg) != 1) MISS();
         } else if (a->code == S_NONE || pack_scalar(a->code, arg, scalars[i])) {
             MISS();
         }
@@ -399,6 +502,11 @@ static PyObject *Launcher_get_valid(Launcher *self, void *unused) {
     return PyBool_FromLong(self->valid);
 }
 
+static PyObject *Launcher_get_reads(Launcher *self, void *unused) {
+    if (!self->valid) Py_RETURN_NONE;
+    return PyUnicode_FromString(self->api ? "dlpack-exchange" : "methods");
+}
+
 static PyMethodDef Launcher_methods[] = {
     {"commit", (PyCFunction)Launcher_commit, METH_VARARGS, "Remember a validated signature."},
     {"forget", (PyCFunction)Launcher_forget, METH_NOARGS, "Forget the remembered signature."},
@@ -407,6 +515,8 @@ static PyMethodDef Launcher_methods[] = {
 
 static PyGetSetDef Launcher_getset[] = {
     {"valid", (getter)Launcher_get_valid, NULL, "Whether a signature is remembered.", NULL},
+    {"reads", (getter)Launcher_get_reads, NULL,
+     "How tensors are read: 'dlpack-exchange', 'methods', or None before a commit.", NULL},
     {NULL},
 };
 

@@ -14,7 +14,9 @@ the new signature.
 Only tensors of one type (torch.Tensor) take this path: their pointer,
 shape, strides and dtype are read directly, and a pointer identifies its
 device (CUDA's unified addressing), so an unchanged signature is an
-unchanged validation.
+unchanged validation.  The compiled launcher reads them through the
+type's DLPack C exchange API when it has one (torch 2.10+), with no Python
+call per tensor, and takes torch's current stream from the same API.
 
 Two implementations with one behaviour: `_launcher.c`, compiled when tilec
 is installed (setup.py; optional, so an install without a C compiler still
@@ -109,6 +111,12 @@ class PyLauncher:
     @property
     def valid(self) -> bool:
         return self._keys is not None
+
+    @property
+    def reads(self) -> str | None:
+        """How tensors are read ('methods'; the compiled launcher may say
+        'dlpack-exchange'), None before a commit."""
+        return "methods" if self.valid else None
 
     def forget(self) -> None:
         self._keys = None
