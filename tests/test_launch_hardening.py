@@ -163,7 +163,7 @@ kernel add(A: f32[{shape}], C: f32[{shape}]):
 
 def test_a_32_bit_index_into_a_dimension_of_2_31_elements_is_refused():
     from tilec.compiler.diagnostics import TilecError
-    from tilec.compiler.pipeline import compile_source
+    from tilec.pipeline import compile_source
 
     source = BIG.format(n=2**31, shape="N", body="i = bx * 256 + tx\n    C[i] = A[i]")
     with pytest.raises(TilecError, match="dimension 0 of 'A' has 2147483648 elements, more than a 32-bit"):
