@@ -773,3 +773,81 @@ def typed_programs():
         return typed_program(DrawChooser(draw))
 
     return make()
+
+
+# Inputs at the edges: deep nesting, other encodings and line terminators,
+# intrinsic operands at the ends of their PTX ranges, sizes at type limits.
+# Each class once ended in an internal error, a hang or PTX that ptxas
+# rejected (tests/bad_inputs.py holds the first of each).
+
+_EDGE_DEPTHS = (50, 98, 99, 100, 101, 150, 300, 500)
+_EDGE_INTS = (0, 1, 2, 3, 7, 8, 15, 16, 255, 256, 65535, 65536, 2**20 - 1, 2**20, 2**31 - 1, 2**31,
+              2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**64 - 1)
+_EDGE_SMEM = (48 * 1024, 48 * 1024 + 1, 163 * 1024, 163 * 1024 + 1, 227 * 1024, 227 * 1024 + 1, 2**31, 2**64 - 1)
+_TERMINATORS = ("\r\n", "\r", "\x0c", "\x0b", "\x1c", "\x85", "\u2028", "\u2029", "\t", "\x00")
+
+
+def _deep(c: Chooser, n: int) -> str:
+    k = c.below(5)
+    if k == 0:
+        return "    A[0] = " + "(" * n + "1.0" + ")" * n + "\n"
+    if k == 1:
+        return "    x: i32 = " + " + ".join(["n"] * n) + "\n"
+    if k == 2:
+        return "    x = " + "[" * n + "1" + "]" * n + "\n"
+    if k == 3:
+        return "".join("    " * (i + 1) + "if tx == 0:\n" for i in range(n)) + "    " * (n + 1) + "A[0] = 1.0\n"
+    return "    meta m0 = n\n" + "".join(f"    meta m{i + 1} = m{i} * 3 + tx\n" for i in range(n))
+
+
+def _edge_statement(c: Chooser) -> str:
+    v = c.pick(_EDGE_INTS)
+    bar = "bar.ptr_to([0])"
+    options = (
+        f"ptx.mbarrier.try_wait({bar}, {v})",
+        f"ptx.mbarrier.init({bar}, {v})",
+        f"ptx.mbarrier.arrive.expect_tx({bar}, {v})",
+        f"ptx.cp_async.bulk.wait_group({v})",
+        f"ptx.wgmma.wait_group({v})",
+        f"cuda.warpgroup_sync({v})",
+        f"ptx.setmaxnreg({v}, \"inc\")",
+        f"ptx.mbarrier.init(bar.ptr_to({c.pick(('', '[]', '[0, 0]', str(v)))}), 1)",
+        f"x{c.below(9)}: i32 = n {c.pick(('+', '*', '<<', '>>', '//', '%', '&'))} {v}",
+        f"A[{c.pick((v, -v, f'n + {v}'))}] = 1.0",
+        f's{c.below(9)} = alloc(({c.pick(_EDGE_SMEM)},), u8, scope="{c.pick(("shared", "shared.dyn"))}")',
+        f"s{c.below(9)} = alloc_shared([{v}], {c.pick(('u8', 'u64', 'f32'))})",
+        f"r{c.below(9)} = alloc_local(({c.pick((1, 4096, v))},), f32)",
+        f"for u in unroll({c.pick((0, 1, 1024, 1025, v))}):\n        A[0] = 1.0",
+        f"fill(A[0:{c.pick((1, 16, 1024, 4096))}], 0.0)",
+    )
+    return "    " + c.pick(options) + "\n"
+
+
+def edge_program(c: Chooser):
+    """A small kernel with one or more edge cases; `bytes` when the edge is
+    the encoding."""
+    target = c.pick(sorted(TARGETS))
+    text = (f"target {target}\nkernel k(A: f32[4096], n: i32):\n    tx = thread_id([32])\n"
+            "    bar = alloc_shared([1], u64)\n    # a comment\n")
+    for _ in range(1 + c.below(3)):
+        text += _deep(c, c.pick(_EDGE_DEPTHS)) if c.chance(4) else _edge_statement(c)
+    if c.chance(3):  # another line terminator, in a comment or anywhere
+        cut = c.below(len(text))
+        text = text[:cut] + c.pick(_TERMINATORS) + text[cut:]
+    if c.chance(5):
+        text = text.rstrip("\n") + c.pick(("\n    if True:", "\n    for i in range(4):", "\n    else:"))
+    if c.chance(6):
+        data = text.encode(c.pick(("utf-8", "utf-16", "utf-8-sig", "latin-1")), errors="replace")
+        cut = c.below(len(data))
+        return data[:cut] + bytes([c.pick((0x80, 0xC3, 0xE9, 0xFF))]) + data[cut:]
+    return text
+
+
+def edge_programs():
+    """Hypothesis strategy of `edge_program` inputs."""
+
+    @st.composite
+    def make(draw):
+        return edge_program(DrawChooser(draw))
+
+    return make()

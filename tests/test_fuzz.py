@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from strategies import RandomChooser, mutate, mutated_programs, typed_program, typed_programs
+from strategies import RandomChooser, edge_programs, mutate, mutated_programs, typed_program, typed_programs
+from tilec.compiler import source
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
 from tilec.pipeline import compile_source
@@ -35,10 +36,13 @@ def fuzz(examples: int):
     )
 
 
-def compiles_or_says_where(text: str) -> None:
-    """On every target: a located error, or IR that prints and parses back."""
+def compiles_or_says_where(text) -> None:
+    """On every target: a located error, or IR that prints and parses back.
+    `bytes` are decoded as a file would be."""
     for target in TARGETS:
         try:
+            if isinstance(text, bytes):
+                text = source.decode(text, "fuzz.tile")
             module = compile_source(text, "fuzz.tile", target=target).module
         except TilecError as err:
             assert err.span is not None, f"error without a location on {target}: {err.message}"
@@ -65,6 +69,12 @@ def test_typed_programs(text):
 @fuzz(40)
 @given(typed_programs().flatmap(lambda text: mutated_programs([text])))
 def test_mutated_typed_programs(text):
+    compiles_or_says_where(text)
+
+
+@fuzz(25)
+@given(edge_programs())
+def test_edge_programs(text):
     compiles_or_says_where(text)
 
 

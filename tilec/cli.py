@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from tilec import __version__
+from tilec.compiler import source
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import ALL, HANG_TIMEOUT_NS, Options
 from tilec.pipeline import compile_source, pass_manager
@@ -103,11 +104,7 @@ def _run(args, sources: dict) -> int:
     if args.file is None:
         raise TilecError("no input file")
     path = Path(args.file)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise TilecError(f"cannot read '{args.file}': {reason}") from None
+    text = source.read(path)
     sources[args.file] = text
     dump_before, dump_after = _pass_list(args.dump_ir_before), _pass_list(args.dump_ir_after)
     if args.dump_dir and not (dump_before or dump_after):

@@ -3,8 +3,11 @@
 
     python3 tools/fuzz.py --count 10000 --seed 1 [--out DIR] [--jobs 2]
 
-Every input (a mutated example from examples/, or a random well-typed kernel,
-made by tests/strategies.py) is compiled for every target.  A compile must
+Every input (a mutated example from examples/ or seed from
+tests/bad_inputs.py, a random well-typed kernel, or a kernel at the edges:
+deep nesting, other encodings and line terminators, operands at the ends of
+their ranges, sizes at type limits -- all made by tests/strategies.py) is
+compiled for every target; an input of bytes is decoded as a file would be.  A compile must
 succeed, leaving IR that prints and parses back to itself, or raise a
 `TilecError` that has a source span; anything else -- an exception of another
 type, an error without a location, a compile that runs past --timeout
@@ -35,6 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import strategies  # noqa: E402  (tests/strategies.py)
+from bad_inputs import SEEDS  # noqa: E402  (tests/bad_inputs.py)
+from tilec.compiler import source  # noqa: E402
 from tilec.compiler.diagnostics import TilecError  # noqa: E402
 from tilec.pipeline import compile_source  # noqa: E402
 from tilec.compiler.printer import print_module  # noqa: E402
@@ -45,17 +50,21 @@ FILENAME = "fuzz.tile"
 
 
 def examples() -> list:
+    """The texts mutated: the examples and the text seeds of bad inputs."""
     paths = sorted(ROOT.glob("examples/*.tile")) + sorted(ROOT.glob("examples/hopper/*.tile"))
-    return [p.read_text() for p in paths]
+    return [p.read_text() for p in paths] + [s.program for s in SEEDS if isinstance(s.program, str)]
 
 
-def make_input(seed: int, index: int, sources: list) -> str:
-    """Input `index` of run `seed`: a mutated example, a generated kernel, or
-    a mutated generated kernel."""
+def make_input(seed: int, index: int, sources: list):
+    """Input `index` of run `seed`: a mutated example or seed, a generated
+    kernel, a mutated generated kernel, or an edge-case kernel (text or
+    bytes)."""
     c = strategies.RandomChooser(random.Random(f"{seed}:{index}"))
-    kind = c.below(6)
+    kind = c.below(8)
     if kind < 3:
         return strategies.mutate(c.pick(sources), c)
+    if kind >= 6:
+        return strategies.edge_program(c)
     text = strategies.typed_program(c)
     return strategies.mutate(text, c) if kind == 5 else text
 
@@ -125,6 +134,8 @@ def outcome(text: str, target: str, timeout: float) -> Outcome:
     signal.setitimer(signal.ITIMER_REAL, timeout)
     stage = "compile"
     try:
+        if isinstance(text, bytes):
+            text = source.decode(text, FILENAME)
         module = compile_source(text, FILENAME, target=target).module
         stage = "IR round trip"
         printed = print_module(module)
@@ -251,11 +262,12 @@ def main(argv=None) -> int:
     for kind, n in sorted(by_kind.items()):
         print(f"  {kind}: {n} distinct, {counts[kind]} compiles")
     for number, (key, (f, text, target, i)) in enumerate(sorted(found.items()), 1):
-        if not args.no_shrink:
+        if not args.no_shrink and isinstance(text, str):
             text = shrink(text, target, key, args.timeout)
         stem = out / f"{number:03d}-{f.kind.replace(' ', '_')}"
         header = f"# tilec fuzz: {f.kind} at {f.where}; target {target}; seed {args.seed} input {i}\n"
-        stem.with_suffix(".tile").write_text(header + text + ("\n" if not text.endswith("\n") else ""))
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
+        stem.with_suffix(".tile").write_bytes(header.encode() + data + (b"" if data.endswith(b"\n") else b"\n"))
         stem.with_suffix(".txt").write_text(f"{f.kind} at {f.where} (target {target})\n\n{f.trace}")
         print(f"  {stem}.tile: {f.kind} at {f.where} [{target}]: {f.message.splitlines()[0] if f.message else ''}")
     return 1 if found else 0

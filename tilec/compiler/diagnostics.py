@@ -58,11 +58,13 @@ def _source_line(span: Span, sources: Optional[dict]) -> Optional[str]:
     text = (sources or {}).get(span.file)
     if text is None:
         try:
-            with open(span.file, encoding="utf-8") as f:
+            with open(span.file, encoding="utf-8", errors="replace") as f:
                 text = f.read()
         except OSError:
             return None
-    lines = text.splitlines()
+    # Lines end at "\n" only, as for the parser: str.splitlines() would also
+    # break at a form feed or U+2028 inside a comment and show the wrong line.
+    lines = text.split("\n")
     if 1 <= span.line <= len(lines):
-        return lines[span.line - 1].rstrip("\n").expandtabs(1)
+        return lines[span.line - 1].rstrip("\r\n").expandtabs(1)
     return None

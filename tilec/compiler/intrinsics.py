@@ -17,8 +17,13 @@ it.  A row:
 
 plus, when needed, `families=("hopper",)` for an arch-specific instruction
 (wgmma only exists on sm_90a, tcgen05 only on sm_100a), `result="bool"` for an
-intrinsic used as a value, and `check=fn(values, span)` to validate its
-compile-time arguments beyond what the signature says.
+intrinsic used as a value, `check=fn(values, span)` to validate its
+compile-time arguments beyond what the signature says, and
+`ranges={"phase": (0, 1)}` for a run-time operand whose PTX range is
+narrower than its type: an immediate outside it (after folding and
+unrolling) is a located error at emission, where ptxas would reject it or,
+worse, accept a value the hardware misreads; a register operand is the
+program's business.
 
 `emit` is either a template or a function.  A template is `str.format`ted
 with one field per parameter: runtime parameters become operand text
@@ -68,6 +73,13 @@ class Intrinsic:
     result: Optional[str] = None
     check: Optional[Callable] = None
     doc: str = ""
+    ranges: Dict[str, Tuple[int, int]] = attrs.field(factory=dict)
+
+    def check_range(self, param: str, value: int, span) -> None:
+        """A located error for an immediate operand outside its PTX range."""
+        lo, hi = self.ranges.get(param, (value, value))
+        if not lo <= value <= hi:
+            raise TilecError(f"{self.name}: '{param}' must be in [{lo}, {hi}], got {value}", span)
 
     def supported_on(self, target: Target) -> bool:
         if not target.at_least(self.min_target):
@@ -214,15 +226,16 @@ _BLACKWELL = ("blackwell",)
 _TABLE = [
     # mbarriers
     Intrinsic("ptx.mbarrier.init", "addr: shared_addr, count: value(u32)", "sm_80",
-              "mbarrier.init.shared::cta.b64 [{addr}], {count};",
+              "mbarrier.init.shared::cta.b64 [{addr}], {count};", ranges={"count": (1, 2**20 - 1)},
               doc="Initialise an mbarrier (8 bytes of shared memory) expecting `count` arrivals per phase."),
     Intrinsic("ptx.mbarrier.arrive", "addr: shared_addr", "sm_80",
               "mbarrier.arrive.shared::cta.b64 _, [{addr}];",
               doc="Arrive once on an mbarrier."),
     Intrinsic("ptx.mbarrier.arrive.expect_tx", "addr: shared_addr, bytes: value(u32)", "sm_90a",
-              "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {bytes};",
+              "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {bytes};", ranges={"bytes": (0, 2**20 - 1)},
               doc="Arrive and announce `bytes` of asynchronous (TMA) transfer the phase waits for."),
     Intrinsic("ptx.mbarrier.try_wait", "addr: shared_addr, phase: value(u32)", "sm_90a", _try_wait,
+              ranges={"phase": (0, 1)},
               doc="Block until the mbarrier phase with parity `phase` completes."),
     # fences
     Intrinsic("ptx.fence.proxy_async", "space: str(shared::cta|shared::cluster|global) = None",
@@ -459,7 +472,7 @@ _TABLE += [
     Intrinsic("ptx.cp_async.bulk.tensor.g2s",
               "dst: shared_addr, mbar: shared_addr, tmap: generic_addr, coords: values(i32), *, "
               "cta_group: int(1|2) = None, multicast: value(u32) = None, cache_hint: value(u64) = None",
-              "sm_90a", _tma_load,
+              "sm_90a", _tma_load, ranges={"multicast": (0, 0xFFFF)},
               doc="One TMA load: the box of tensor map `tmap` at `coords` (innermost first) into shared "
                   "memory at `dst`, completing `mbar`'s transaction bytes.  `multicast`: a 16-bit mask of "
                   "the cluster's CTAs that receive the box (each at the same offset); `cta_group` "

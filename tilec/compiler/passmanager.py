@@ -228,15 +228,19 @@ class PassManager:
             if module is not None and _selected(p.name, opts.dump_before):
                 self._dump(module, ctx, position, p.name, "before")
             start = time.perf_counter()
-            module = p.apply(module, ctx)
-            ctx.timings[p.name] = time.perf_counter() - start
-            established = (established - p.invalidates) | p.provides
-            verifiable = opts.verify_each and self.verify_requires <= established
-            if self.verify is not None and (verifiable or p.name in self.verify_after):
-                start = time.perf_counter()
-                self._verify(module, ctx, p.name)
-                verify_seconds += time.perf_counter() - start
-                ran_verifier = True
+            stage = f"pass '{p.name}'"
+            try:
+                module = p.apply(module, ctx)
+                ctx.timings[p.name] = time.perf_counter() - start
+                established = (established - p.invalidates) | p.provides
+                verifiable = opts.verify_each and self.verify_requires <= established
+                if self.verify is not None and (verifiable or p.name in self.verify_after):
+                    start, stage = time.perf_counter(), "the verifier"
+                    self._verify(module, ctx, p.name)
+                    verify_seconds += time.perf_counter() - start
+                    ran_verifier = True
+            except RecursionError:
+                raise _too_deep(stage, module, ctx) from None
             if _selected(p.name, opts.dump_after):
                 self._dump(module, ctx, position, p.name, "after")
             if p.name == opts.stop_after:
@@ -267,6 +271,21 @@ class PassManager:
             stream = ctx.options.stream
             stream.write(f"# -----// IR Dump {when.capitalize()} {name} //----- #\n")
             stream.write(text if text.endswith("\n") else text + "\n")
+
+
+def _too_deep(stage: str, module: Optional[ir.Module], ctx: PassContext) -> TilecError:
+    """The error for a program whose IR nests deeper than Python's recursion
+    limit allows a pass to walk it.  The parser refuses deep source; this
+    catches IR that grows deep later (metas substituted into metas), located
+    at the kernel being compiled when there is one."""
+    span = module.kernels[0].span if module is not None and module.kernels else None
+    if span is None:
+        span = ir.Span(ctx.filename, 1, 1, 1, 2)
+    return TilecError(
+        f"the program nests too deeply for {stage} once metas and helpers are "
+        "substituted; split deep expressions with intermediate variables",
+        span,
+    )
 
 
 def _selected(name: str, chosen: frozenset) -> bool:

@@ -30,7 +30,7 @@ from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES, METHODS, PREDEFINED
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES, dtype as lookup_dtype
 from tilec.compiler.math_fns import FLOATS as MATH_FLOATS, MATH, result_type as math_result_type
-from tilec.compiler.targets import Target
+from tilec.compiler.targets import MAX_STATIC_SMEM, Target
 
 DYN_ARENA = "<dynamic shared memory>"
 """The `storage` of buffers placed in the kernel's one dynamic shared arena."""
@@ -536,6 +536,7 @@ class _Analyzer:
         self.scopes: List[set] = [set()]
         self.launch_ids: List[LaunchId] = []
         self.arena_end = 0
+        self.static_end = 0  # bytes of static shared memory, allocations in order
 
     # ---- scopes -------------------------------------------------------
 
@@ -823,9 +824,32 @@ class _Analyzer:
             offset = _align_up(self.arena_end, align)
             buf = attrs.evolve(buf, storage=DYN_ARENA, byte_offset=offset)
             self.arena_end = offset + buf.nbytes
+            self.check_smem(call.span)
+        elif scope == "shared":
+            self.static_end = _align_up(self.static_end, align) + buf.nbytes
+            self.check_smem(call.span)
         elif scope == "tmem":
             raise TilecError("tensor memory is allocated with ptx.tcgen05.alloc and declared with decl_buffer", call.span)
         return buf
+
+    def check_smem(self, span) -> None:
+        """A located error at the allocation that takes the block past the
+        target's shared memory: 48 KiB static, and static plus dynamic at
+        most the opt-in maximum (ptxas checks neither; the launch would fail)."""
+        target = self.syms.target
+        if self.static_end > MAX_STATIC_SMEM:
+            raise TilecError(
+                f"static shared memory reaches {self.static_end} bytes, over the {MAX_STATIC_SMEM} a block "
+                'may have; allocate large buffers with scope="shared.dyn" or from a smem_pool()',
+                span,
+            )
+        total = self.static_end + self.arena_end
+        if total > target.max_smem:
+            raise TilecError(
+                f"shared memory reaches {total} bytes ({self.static_end} static, {self.arena_end} dynamic), "
+                f"over the {target.max_smem} a block may use on {target.name}",
+                span,
+            )
 
     def decl_buffer(self, name: str, call: ir.Call) -> Buffer:
         row = BUILTINS["decl_buffer"]
@@ -929,6 +953,7 @@ class _Analyzer:
             pool.committed = True
             buf = None
         self.arena_end = max(self.arena_end, pool.base + pool.cursor)
+        self.check_smem(e.span)
         if buf is None and not statement:
             raise TilecError(f"{what}(...) is a statement, not a value", e.span)
         return buf
@@ -948,6 +973,8 @@ class _Analyzer:
                 elif isinstance(node, ir.Method):
                     if not isinstance(node.obj, ir.Name):
                         raise TilecError("methods are called on buffer or pool names", node.span)
+                    if node.name == "ptr_to":  # the one method that is a value: check its index
+                        self.method(node, statement=False)
                 elif isinstance(node, ir.Attr):
                     raise TilecError(f"unknown attribute '.{node.name}'", node.span)
 

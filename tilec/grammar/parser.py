@@ -19,7 +19,7 @@ import re
 import threading
 from typing import Optional
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
 from lark.indenter import Indenter
 
@@ -170,6 +170,7 @@ def parse(text: str, filename: str = "<string>") -> ir.Module:
                 tree = parser.parse(source)
             except UnexpectedToken as e:
                 raise _token_error(e, source, filename, eof, postlex) from None
+        _check_depth(tree, filename)
         return _Builder(filename, eof).transform(tree)
     except _LexError as e:
         raise TilecError(e.message, ir.Span(filename, e.line, e.col, e.line, e.end_col)) from None
@@ -179,6 +180,30 @@ def parse(text: str, filename: str = "<string>") -> ir.Module:
         if isinstance(e.orig_exc, TilecError):
             raise e.orig_exc from None
         raise
+
+
+MAX_DEPTH = 100
+"""How deeply a parse tree may nest (brackets, operator chains, blocks: the
+examples reach 23).  Every pass walks the IR recursively, so a deeper tree
+would end in Python's RecursionError somewhere in the pipeline; refusing it
+here names the place instead."""
+
+
+def _check_depth(tree, filename: str) -> None:
+    """A located error at the first node deeper than `MAX_DEPTH`, found
+    without recursion (Lark's LALR parser builds any depth iteratively)."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            meta = node.meta
+            span = None if meta.empty else ir.Span(filename, meta.line, meta.column, meta.line, meta.column + 1)
+            raise TilecError(
+                f"this is nested too deeply (more than {MAX_DEPTH} levels of brackets, operators and "
+                "blocks); split it into smaller statements or helpers",
+                span,
+            )
+        stack.extend((c, depth + 1) for c in reversed(node.children) if isinstance(c, Tree))
 
 
 def _eof(text: str):
@@ -268,7 +293,7 @@ def _token_error(e: UnexpectedToken, source: str, filename: str, eof, postlex) -
     if history and history[-1] is tok:
         history.pop()  # the lexer let the bad token through; only the parser refused it
     hint = _context_hint(history, texts)
-    if tok.type == "$END" or (tok.type == "_NL" and tok.end_pos >= len(source)):
+    if tok.type == "$END" or (tok.type in ("_NL", "_DEDENT") and tok.end_pos >= len(source)):
         line, col = eof
         span = ir.Span(filename, line, col, line, col + 1)
         if postlex.open_brackets:

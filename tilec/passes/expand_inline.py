@@ -50,8 +50,8 @@ def parse_define_value(name: str, value, span: Optional[ir.Span] = None) -> ir.E
     """The expression a `-D NAME=VALUE` stands for: an int (decimal or hex), a
     float, True/False, a dtype, or another name (a const, `SWIZZLE_128B_ATOM`)."""
     text = str(value).strip()
-    if _INT.fullmatch(text):
-        return ir.Int(int(text, 0), span=span)
+    if _INT.fullmatch(text):  # decimal even with leading zeros ("08"), which int(text, 0) refuses
+        return ir.Int(int(text, 16 if "x" in text.lower() else 10), span=span)
     if _FLOAT.fullmatch(text):
         return ir.Float(float(text), span=span)
     if text in ("True", "False"):
@@ -60,7 +60,7 @@ def parse_define_value(name: str, value, span: Optional[ir.Span] = None) -> ir.E
         return ir.DTypeLit(text, span=span)
     if _NAME.fullmatch(text):
         return ir.Name(text, span=span)
-    raise TilecError(f"-D {name}={text}: expected an integer, a float or a name")
+    raise TilecError(f"-D {name}={text}: expected an integer, a float or a name", span)
 
 
 def apply_defines(consts, defines: dict) -> tuple:

@@ -27,6 +27,16 @@ from tilec.compiler.fold import fold_block, fold_expr
 
 _LITERALS = (ir.Int, ir.Float, ir.Bool)
 
+MAX_ITERATIONS = 1024
+"""Iterations one unroll loop may have.  The examples' loops have at most 64;
+beyond a few thousand copies the kernel is too large to compile in seconds
+(or at all: `unroll(2**63 - 1)` would never finish), and `range` is the
+loop for that."""
+
+MAX_STATEMENTS = 8192
+"""Statements the copies of one kernel's unroll loops may add up to, nested
+loops multiplied (the largest example has a few hundred after unrolling)."""
+
 
 class Unroll(Pass):
     name = "unroll"
@@ -60,6 +70,7 @@ class _Unroller:
 
     def __init__(self, kernel: ir.Kernel):
         self.names = NameGen(visit.identifiers(kernel))
+        self.copied = 0  # statements written by expand, for MAX_STATEMENTS
 
     def block(self, stmts, visible) -> tuple:
         visible = set(visible)
@@ -97,10 +108,25 @@ class _Unroller:
         if step == 0:
             raise TilecError(f"unroll loop '{loop.var}' has step 0", loop.step.span or loop.span)
         _check_not_rebound(loop)
+        iterations = range(start, stop, step)
+        if len(iterations) > MAX_ITERATIONS:
+            raise TilecError(
+                f"this unrolls {len(iterations)} iterations (loop '{loop.var}'), more than the "
+                f"{MAX_ITERATIONS} tilec unrolls; use a range(...) loop, or split the tile operation",
+                loop.span,
+            )
         out = []
-        for i in range(start, stop, step):
+        for i in iterations:
             body = tuple(_substitute(s, {loop.var: ir.Int(i)}) for s in loop.body)
-            out.extend(self.block(self.iteration(body, visible), visible))
+            copy = self.block(self.iteration(body, visible), visible)
+            self.copied += sum(1 for s in copy for n in visit.walk(s) if isinstance(n, ir.Stmt))
+            if self.copied > MAX_STATEMENTS:
+                raise TilecError(
+                    f"unrolling makes more than {MAX_STATEMENTS} statements in this kernel; "
+                    "make some unroll loops range(...) loops, or split the tile operations",
+                    loop.span,
+                )
+            out.extend(copy)
         return out
 
     def iteration(self, stmts, visible: set) -> list:

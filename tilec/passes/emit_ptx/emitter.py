@@ -228,7 +228,10 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         why = _lowered_error(s)
         if why is not None:
             raise TilecError(why, s.span)
-        getattr(self, "_" + type(s).__name__)(s)
+        try:
+            getattr(self, "_" + type(s).__name__)(s)
+        except TilecError as err:  # one raised below without a location is about this statement
+            raise err.with_span(s.span)
 
     def _Pass(self, s):
         pass

@@ -73,6 +73,10 @@ class IntrinsicCalls:
         for p in sig.params:
             if p.name not in fields:
                 fields[p.name] = self.intrinsic_arg(call, p, bound[p.name], writebacks)
+        for name in row.ranges:
+            op = fields.get(name)
+            if isinstance(op, Operand) and not op.is_reg:
+                row.check_range(name, int(op.text, 0), bound[name].span or call.span)
         result = None
         if row.result is not None:
             result = self.regs.temp(row.result)

@@ -13,6 +13,8 @@ from typing import Dict, List
 
 import attrs
 
+from tilec.compiler.diagnostics import TilecError
+
 from tilec.compiler.symbols import POINTER_TYPES
 
 _CLASS = {
@@ -125,6 +127,9 @@ def immediate(value, t: str) -> Operand:
         return Operand("1" if value else "0", t, False)
     bits = width(t)
     v = int(value)
+    if not -(1 << (bits - 1)) <= v < (1 << bits):
+        # ptxas would truncate it silently, or stop at "Constant overflow"
+        raise TilecError(f"the constant {v} does not fit in a {bits}-bit operand ({t})")
     if v < 0 and not t.startswith("i"):
         v &= (1 << bits) - 1
     return Operand(str(v), t, False)
