@@ -30,7 +30,7 @@ from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES, METHODS, PREDEFINED
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES, dtype as lookup_dtype
 from tilec.compiler.math_fns import FLOATS as MATH_FLOATS, MATH, result_type as math_result_type
-from tilec.compiler.targets import MAX_STATIC_SMEM, Target
+from tilec.compiler.targets import Target
 
 DYN_ARENA = "<dynamic shared memory>"
 """The `storage` of buffers placed in the kernel's one dynamic shared arena."""
@@ -834,13 +834,15 @@ class _Analyzer:
 
     def check_smem(self, span) -> None:
         """A located error at the allocation that takes the block past the
-        target's shared memory: 48 KiB static, and static plus dynamic at
-        most the opt-in maximum (ptxas checks neither; the launch would fail)."""
+        target's shared memory: its static limit (what ptxas enforces), and
+        static plus dynamic at most the opt-in maximum (which only the launch
+        would check)."""
         target = self.syms.target
-        if self.static_end > MAX_STATIC_SMEM:
+        if self.static_end > target.max_static_smem:
             raise TilecError(
-                f"static shared memory reaches {self.static_end} bytes, over the {MAX_STATIC_SMEM} a block "
-                'may have; allocate large buffers with scope="shared.dyn" or from a smem_pool()',
+                f"static shared memory reaches {self.static_end} bytes, over the {target.max_static_smem} a "
+                f'block may have on {target.name}; allocate large buffers with scope="shared.dyn" or from '
+                "a smem_pool()",
                 span,
             )
         total = self.static_end + self.arena_end

@@ -16,6 +16,7 @@ class Target:
     ptx_version: str  # the `.version` line
     family: str  # "ampere", "hopper", "blackwell"
     max_smem: int  # shared memory one block may use, static and dynamic (the opt-in maximum)
+    max_static_smem: int  # of which static (`.shared`): ptxas' "uses too much shared data" limit
 
     def at_least(self, other: "str | Target") -> bool:
         """True when this target has every instruction of `other` (sm_90a does
@@ -29,13 +30,10 @@ class Target:
 
 
 TARGETS = {
-    "sm_80": Target("sm_80", 80, "8.0", "ampere", 163 * 1024),
-    "sm_90a": Target("sm_90a", 90, "8.0", "hopper", 227 * 1024),
-    "sm_100a": Target("sm_100a", 100, "8.7", "blackwell", 227 * 1024),
+    "sm_80": Target("sm_80", 80, "8.0", "ampere", 163 * 1024, 48 * 1024),
+    "sm_90a": Target("sm_90a", 90, "8.0", "hopper", 227 * 1024, 227 * 1024),
+    "sm_100a": Target("sm_100a", 100, "8.7", "blackwell", 227 * 1024, 227 * 1024),
 }
-
-MAX_STATIC_SMEM = 48 * 1024
-"""Static (`.shared`) memory per block on every target; more must be dynamic."""
 
 DEFAULT_TARGET = "sm_90a"
 
