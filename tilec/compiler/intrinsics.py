@@ -472,7 +472,7 @@ _TABLE += [
     Intrinsic("ptx.cp_async.bulk.tensor.g2s",
               "dst: shared_addr, mbar: shared_addr, tmap: generic_addr, coords: values(i32), *, "
               "cta_group: int(1|2) = None, multicast: value(u32) = None, cache_hint: value(u64) = None",
-              "sm_90a", _tma_load, ranges={"multicast": (0, 0xFFFF)},
+              "sm_90a", _tma_load,
               doc="One TMA load: the box of tensor map `tmap` at `coords` (innermost first) into shared "
                   "memory at `dst`, completing `mbar`'s transaction bytes.  `multicast`: a 16-bit mask of "
                   "the cluster's CTAs that receive the box (each at the same offset); `cta_group` "
