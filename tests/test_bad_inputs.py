@@ -1,31 +1,15 @@
 """Every class of bad input in tests/bad_inputs.py ends, within a second, in
 a GCC-style error located where the seed says -- not in an internal error, a
 hang, an error without a place, or PTX that ptxas rejects."""
-import signal
-from contextlib import contextmanager
-
 import pytest
 
 from bad_inputs import SEEDS
+from test_fuzz_regressions import _within
 from tilec.cli import main
 from tilec.compiler import source
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.pipeline import compile_source
 from tilec.passes.expand_inline import parse_define_value
-
-
-@contextmanager
-def _within(seconds: float):
-    def alarm(signum, frame):
-        raise TimeoutError(f"compiling took more than {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def _compile(seed):
