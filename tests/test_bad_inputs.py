@@ -8,7 +8,7 @@ from test_fuzz_regressions import _within
 from tilec.cli import main
 from tilec.compiler import source
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.pipeline import compile_source
+from tilec.pipeline import compile_source
 from tilec.passes.expand_inline import parse_define_value
 
 
