@@ -21,6 +21,7 @@ shared-window address), "global_ptr" and "generic_ptr" (64-bit).
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional, Tuple
 
 import attrs
@@ -29,6 +30,8 @@ from tilec.compiler import builtins, intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES, METHODS, PREDEFINED
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES, dtype as lookup_dtype
+from tilec.compiler.layout import TileLayout, cosize, row_major
+from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.math_fns import FLOATS as MATH_FLOATS, MATH, result_type as math_result_type
 from tilec.compiler.targets import Target
 
@@ -86,7 +89,7 @@ class Buffer:
     base for a view or a `decl_buffer` over data, `DYN_ARENA` for anything in
     the dynamic shared arena) and `byte_offset` is where this buffer starts
     in it.  `layout` is the layout literal as written (None: row-major);
-    `tilec.compiler.layout_ir.to_layout(layout, shape)` gives its meaning."""
+    `tile_layout` is its meaning."""
 
     name: str
     dtype: str
@@ -116,11 +119,24 @@ class Buffer:
         layout reaches past it (padded rows, a swizzle block)."""
         extent = self.numel
         if isinstance(self.layout, ir.LayoutLit) and self.scope in ("shared", "shared.dyn", "global"):
-            from tilec.compiler import layout as L
-            from tilec.compiler.layout_ir import to_layout
-
-            extent = max(extent, L.cosize(to_layout(self.layout, self.shape), "m"))
+            extent = max(extent, cosize(self.tile_layout, "m"))
         return extent * self.elem_bytes
+
+    @functools.cached_property
+    def tile_layout(self) -> TileLayout:
+        """The layout value over the buffer's shape (row-major when none is
+        given), computed once per buffer: every pass that places elements
+        asks for it.  A layout still written as a constructor call is an
+        error here (the verifier reports it first, where it is written)."""
+        if self.layout is not None and not isinstance(self.layout, ir.LayoutLit):
+            raise TilecError(
+                f"the layout of '{self.name}' must be a layout such as S[...] or mma_shared_layout(...)",
+                self.layout.span or self.span,
+            )
+        try:
+            return row_major(self.shape) if self.layout is None else to_layout(self.layout, self.shape)
+        except TilecError as err:
+            raise err.with_span((self.layout is not None and self.layout.span) or self.span)
 
     @property
     def is_root(self) -> bool:

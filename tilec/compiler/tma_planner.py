@@ -52,7 +52,7 @@ coordinate takes the start plus the issue's offset along the dim:
   segments tile one block (units 1, b0, b0*b1, ...) and each is exactly its
   box, so that coordinates 0..box-1 never clip, and the outermost counts
   whole blocks: extent E / block, coordinate start / block.  Start and E
-  must be multiples of the block (`Affine.divisible_by`; the issue steps
+  must be multiples of the block (`Affine.divisible_termwise`; the issue steps
   along the dim always are); the seed's 8x256 tile gives dims (64, 8, 4).
   Where that is not proven (N = 136, or a start not known to be a multiple
   of 64) the candidate is refused, and the shortening above makes the outer
@@ -66,10 +66,11 @@ from __future__ import annotations
 
 import itertools
 from math import prod
-from typing import Mapping, Optional, Sequence, Union
+from typing import Optional, Sequence, Union
 
 import attrs
 
+from tilec.compiler.affine import Affine
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DType, dtype as lookup_dtype
 from tilec.compiler.layout import Iter, TileLayout, canonicalize, row_major
@@ -85,67 +86,6 @@ SMEM_ALIGN = 128  # bytes: the shared address of every issue
 MAX_STRIDE = 1 << 40
 MAX_DIM = 1 << 32
 _UNSIGNED = {2: "u16", 4: "u32", 8: "u64"}
-
-
-# --------------------------------------------------------------------------
-# Affine forms of region starts
-# --------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Affine:
-    """`const + sum(coeff * symbol)`: a region start, a coordinate or a shared
-    offset.  Symbols are opaque names of runtime values (the pass maps them
-    back to expressions); `terms` is sorted by symbol, without zeros."""
-
-    const: int = 0
-    terms: tuple[tuple[str, int], ...] = ()
-
-    @classmethod
-    def of(cls, value: Union[int, str, "Affine"]) -> "Affine":
-        """An int is a constant, a str a symbol with coefficient 1."""
-        if isinstance(value, Affine):
-            return value
-        if isinstance(value, str):
-            return cls(0, ((value, 1),))
-        if type(value) is int:
-            return cls(value)
-        raise TypeError(f"a region start is an int, a symbol name or an Affine, not {value!r}")
-
-    @property
-    def is_const(self) -> bool:
-        return not self.terms
-
-    def __add__(self, other: "Affine") -> "Affine":
-        coeffs = dict(self.terms)
-        for name, c in other.terms:
-            coeffs[name] = coeffs.get(name, 0) + c
-        return Affine(self.const + other.const, tuple(sorted((n, c) for n, c in coeffs.items() if c)))
-
-    def __sub__(self, other: "Affine") -> "Affine":
-        return self + other * -1
-
-    def __mul__(self, k: int) -> "Affine":
-        if k == 0:
-            return Affine()
-        return Affine(self.const * k, tuple((n, c * k) for n, c in self.terms))
-
-    def divisible_by(self, n: int) -> bool:
-        """Whether the value is a multiple of `n` whatever the symbols are."""
-        return self.const % n == 0 and all(c % n == 0 for _, c in self.terms)
-
-    def exact_div(self, n: int) -> "Affine":
-        assert self.divisible_by(n)
-        return Affine(self.const // n, tuple((s, c // n) for s, c in self.terms))
-
-    def evaluate(self, env: Mapping[str, int]) -> int:
-        return self.const + sum(c * env[name] for name, c in self.terms)
-
-    def __str__(self) -> str:
-        parts = [name if c == 1 else f"{name} * {c}" for name, c in self.terms]
-        if self.const or not parts:
-            parts.append(str(self.const))
-        return " + ".join(parts)
 
 
 Start = Union[int, str, Affine]
@@ -420,7 +360,7 @@ def _carrier(d: int, pieces: list[_Digit], g: _GlobalDim) -> _Digit:
         if outer.unit != inner.unit * inner.extent:
             raise _Broken(f"the box pieces of global dim {d} (steps {inner.unit} and {outer.unit}) do not nest")
     block = pieces[-1].unit
-    if not (g.start.divisible_by(block) and g.extent % block == 0):
+    if not (g.start.divisible_termwise(block) and g.extent % block == 0):
         raise _Broken(
             f"global dim {d} split into blocks of {block} elements is clipped at its end only if its start "
             f"({g.start}) and extent ({g.extent}) are multiples of {block}"
@@ -473,7 +413,7 @@ def _promote(dims: list[_Dim], elem: int, oob_fill: str) -> tuple[list[_Dim], in
         if (
             inner.box % factor
             or inner.extent % factor
-            or not inner.base.divisible_by(factor)
+            or not inner.base.divisible_termwise(factor)
             or any(s % factor for s in inner.steps)
         ):
             break

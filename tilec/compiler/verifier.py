@@ -24,13 +24,12 @@ helper that is never called is not checked, as in Python.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.layout import row_major, storage_size
-from tilec.compiler.layout_ir import to_layout
+from tilec.compiler.layout import storage_size
+from tilec.compiler.region import Region
 from tilec.compiler.symbols import Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.targets import Target
 
@@ -64,16 +63,11 @@ _TMEM_AXES = ("TLane", "TCol")
 def _check_layout(buf: Buffer) -> None:
     """The layout is a layout that fits the shape; a register array's uses
     only `m` and thread axes and fits in a thread's local memory."""
-    if buf.layout is not None and not isinstance(buf.layout, ir.LayoutLit):
-        raise TilecError(
-            f"the layout of '{buf.name}' must be a layout such as S[...] or mma_shared_layout(...)",
-            buf.layout.span or buf.span,
-        )
     if buf.scope != "local":
         if buf.layout is not None:
-            to_layout(buf.layout, buf.shape)
+            buf.tile_layout  # raises unless the layout means something and fits the shape
         return
-    layout = row_major(buf.shape) if buf.layout is None else to_layout(buf.layout, buf.shape)
+    layout = buf.tile_layout
     axes = [it.axis for it in layout.shard + layout.replica] + [name for name, _ in layout.offset]
     for axis in axes:
         if axis in _TMEM_AXES:
@@ -98,10 +92,14 @@ def _check_call(call: ir.Call, syms: KernelSymbols, target: Target) -> None:
     op = tile_primitive(call.func)
     if op is None:
         return
-    regions = [(arg, syms.buffer_of(arg)) for arg in call.args if _names_buffer(arg, syms)]
-    extents = [_region_extents(arg, buf) for arg, buf in regions]
+    regions = [Region.read(arg, syms.buffer_of(arg)) for arg in call.args if _names_buffer(arg, syms)]
+    for r in regions:
+        # TMA clips a copy_async region at a global tensor's edge (fill on
+        # load, skip on store); dispatch refuses it for variants that do not.
+        r.check_bounds(past_end=op == "copy_async")
+    extents = [None if None in r.extents else list(r.extents) for r in regions]
     if op in _SAME_DTYPE and len(regions) >= 2:
-        (_, dst), (_, src) = regions[:2]
+        dst, src = (r.buffer for r in regions[:2])
         if dst.dtype != src.dtype:
             raise TilecError(
                 f"{call.func}: '{dst.name}' is {dst.dtype} but '{src.name}' is {src.dtype} "
@@ -124,42 +122,3 @@ def _names_buffer(arg: ir.Expr, syms: KernelSymbols) -> bool:
         return False
     sym = syms.symbols.get(base.id)
     return sym is not None and sym.buffer is not None
-
-
-def _region_extents(arg: ir.Expr, buf) -> Optional[list]:
-    """The extent of each dimension of a region (`A[0:64, k]`: [64, 1]), or
-    None when some extent is not a compile-time number.  A slice with
-    literal bounds is checked against the buffer's shape."""
-    if not isinstance(arg, ir.Index):
-        return list(buf.shape)
-    if len(arg.indices) != len(buf.shape):
-        raise TilecError(
-            f"'{buf.name}' has {len(buf.shape)} dimension(s), indexed with {len(arg.indices)}", arg.span
-        )
-    out = []
-    for dim, (index, size) in enumerate(zip(arg.indices, buf.shape)):
-        if not isinstance(index, ir.Slice):
-            if isinstance(index, ir.Int) and not 0 <= index.value < size:
-                raise TilecError(
-                    f"index {index.value} is out of bounds for dimension {dim} of '{buf.name}' (size {size})",
-                    index.span or arg.span,
-                )
-            out.append(1)
-            continue
-        start = index.start if index.start is not None else ir.Int(0)
-        stop = index.stop if index.stop is not None else ir.Int(size)
-        if isinstance(start, ir.Int) and isinstance(stop, ir.Int):
-            if not 0 <= start.value < stop.value <= size:
-                raise TilecError(
-                    f"slice {start.value}:{stop.value} is out of bounds for dimension {dim} of "
-                    f"'{buf.name}' (size {size})",
-                    index.span or arg.span,
-                )
-            out.append(stop.value - start.value)
-        elif (
-            isinstance(stop, ir.Binary) and stop.op == "+" and stop.lhs == start and isinstance(stop.rhs, ir.Int)
-        ):
-            out.append(stop.rhs.value)
-        else:
-            return None
-    return out

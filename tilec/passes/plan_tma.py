@@ -32,19 +32,17 @@ is the error.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import attrs
 
 from tilec.compiler import ir, visit
+from tilec.compiler.affine import to_expr
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.printer import print_expr
+from tilec.compiler.region import Region
 from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.targets import Target
-from tilec.compiler.tma_planner import SMEM_ALIGN, Affine, TmaPlan, plan_tma
+from tilec.compiler.tma_planner import SMEM_ALIGN, TmaPlan, plan_tma
 from tilec.compiler.tile_op import TileOp
 from tilec.compiler.visit import NameGen
 
@@ -102,7 +100,7 @@ class _KernelPlanner:
             return call
         issues = ir.ListExpr(
             tuple(
-                ir.TupleExpr((ir.TupleExpr(tuple(_expr(c, atoms) for c in i.coords)), _expr(i.smem_offset, atoms)))
+                ir.TupleExpr((ir.TupleExpr(tuple(to_expr(c, atoms) for c in i.coords)), to_expr(i.smem_offset, atoms)))
                 for i in plan.issues
             )
         )
@@ -130,10 +128,10 @@ class _KernelPlanner:
         oob = op.kwargs.get("oob", ir.Str("zero"))
         if not isinstance(oob, ir.Str):
             raise TilecError('copy_async: oob= must be "zero" or "nan"', oob.span)
-        slayout = _layout(sbuf)
-        plan = plan_tma(_layout(gbuf), gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
+        slayout = sbuf.tile_layout
+        plan = plan_tma(gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
         need = SMEM_ALIGN
-        if slayout is not None and slayout.swizzle is not None:
+        if slayout.swizzle is not None:
             need = max(need, slayout.swizzle.period * sbuf.elem_bytes)
         if _alignment(sbuf) < need:
             raise TilecError(
@@ -176,70 +174,12 @@ def _alignment(buf: Buffer) -> int:
     return min(ARENA_ALIGN, offset & -offset) if offset else ARENA_ALIGN
 
 
-def _layout(buf: Buffer):
-    if buf.layout is None:
-        return None
-    if not isinstance(buf.layout, ir.LayoutLit):
-        raise TilecError(f"the layout of '{buf.name}' must be a layout literal once constants are folded", buf.span)
-    return to_layout(buf.layout, buf.shape)
-
-
 def _region(arg: ir.Expr, buf: Buffer, atoms: dict) -> list:
     """(start, extent) per dim of a region operand: starts as `Affine`s over
     `atoms`, extents compile-time integers."""
-    if isinstance(arg, ir.Name):
-        return [(0, n) for n in buf.shape]
-    if not isinstance(arg, ir.Index) or len(arg.indices) != len(buf.shape):
-        raise TilecError(f"expected a region of '{buf.name}' with {len(buf.shape)} index(es)", arg.span)
-    out = []
-    for index, n in zip(arg.indices, buf.shape):
-        if not isinstance(index, ir.Slice):
-            out.append((_affine(index, atoms), 1))
-            continue
-        start = _affine(index.start, atoms) if index.start is not None else Affine()
-        stop = _affine(index.stop, atoms) if index.stop is not None else Affine(n)
-        extent = stop - start
-        if not extent.is_const:
-            raise TilecError(
-                f"the extent of a TMA region must be a compile-time constant, got {extent} for "
-                f"[{print_expr(index.start or ir.Int(0))} : {print_expr(index.stop or ir.Int(n))}]",
-                index.span or arg.span,
-            )
-        out.append((start, extent.const))
-    return out
-
-
-def _affine(e: ir.Expr, atoms: dict) -> Affine:
-    """`e` as integer multiples of opaque terms plus a constant; each term is
-    recorded in `atoms` under its printed text."""
-    if isinstance(e, ir.Int):
-        return Affine(e.value)
-    if isinstance(e, ir.Unary) and e.op == "-":
-        return _affine(e.operand, atoms) * -1
-    if isinstance(e, ir.Binary) and e.op in ("+", "-"):
-        lhs, rhs = _affine(e.lhs, atoms), _affine(e.rhs, atoms)
-        return lhs + rhs if e.op == "+" else lhs - rhs
-    if isinstance(e, ir.Binary) and e.op == "*":
-        for const, other in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-            if isinstance(const, ir.Int):
-                return _affine(other, atoms) * const.value
-    key = print_expr(e)
-    atoms[key] = e
-    return Affine.of(key)
-
-
-def _expr(a: Affine, atoms: dict) -> ir.Expr:
-    """The expression of an affine form whose terms are in `atoms`."""
-    out: Optional[ir.Expr] = None
-    for key, c in a.terms:
-        term = atoms[key]
-        if out is None:
-            out = term if c == 1 else ir.Binary("*", term, ir.Int(c))
-        else:
-            scaled = term if abs(c) == 1 else ir.Binary("*", term, ir.Int(abs(c)))
-            out = ir.Binary("+" if c > 0 else "-", out, scaled)
-    if out is None:
-        return ir.Int(a.const)
-    if a.const:
-        out = ir.Binary("+" if a.const > 0 else "-", out, ir.Int(abs(a.const)))
-    return out
+    r = Region.read(arg, buf)
+    try:
+        r.check_extents()
+    except TilecError as err:
+        raise TilecError(f"a TMA box has compile-time constant extents, but {err.message}", err.span)
+    return list(zip(r.affine_starts(atoms), r.extents))

@@ -30,13 +30,14 @@ from typing import Dict, Optional, Sequence
 import attrs
 
 from tilec.compiler import ir, visit
+from tilec.compiler.affine import linear
 from tilec.compiler.builtins import LAUNCH_AXES, Signature
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.layout import TileLayout, fuse_contiguous, row_major, split_thread_axes, storage_size
+from tilec.compiler.layout import fuse_contiguous, split_thread_axes, storage_size
 from tilec.compiler.layout_axes import BASE_AXES, LayoutError, in_hierarchy, is_thread
-from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
+from tilec.compiler.region import Region, plus as add
 from tilec.compiler.symbols import FLOAT_TYPES, INT_TYPES, Buffer, KernelSymbols, value_type_of_dtype
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp
 from tilec.compiler.divisors import known_divisor
@@ -72,15 +73,6 @@ def bind(op: TileOp) -> Dict:
 def const(e: ir.Expr) -> Optional[int]:
     e = fold_expr(e)
     return e.value if isinstance(e, ir.Int) else None
-
-
-def add(a: ir.Expr, b) -> ir.Expr:
-    b = ir.Int(b) if isinstance(b, int) else b
-    if isinstance(b, ir.Int) and b.value == 0:
-        return a
-    if isinstance(a, ir.Int) and a.value == 0:
-        return b
-    return fold_expr(ir.Binary("+", a, b))
 
 
 def mul(a: ir.Expr, k: int) -> ir.Expr:
@@ -129,38 +121,10 @@ def conj(conds: Sequence[ir.Expr]) -> Optional[ir.Expr]:
     return out
 
 
-def _linear(e: ir.Expr):
-    """`e` as (constant, {term text: coefficient}) when it is a sum of
-    integer multiples of terms, which is enough to see that `k * 64 + 64`
-    minus `k * 64` is 64; None for anything else."""
-    if isinstance(e, ir.Int):
-        return e.value, {}
-    if isinstance(e, ir.Binary) and e.op in ("+", "-"):
-        a, b = _linear(e.lhs), _linear(e.rhs)
-        if a is None or b is None:
-            return None
-        sign = 1 if e.op == "+" else -1
-        terms = dict(a[1])
-        for k, v in b[1].items():
-            terms[k] = terms.get(k, 0) + sign * v
-        return a[0] + sign * b[0], {k: v for k, v in terms.items() if v}
-    if isinstance(e, ir.Binary) and e.op == "*":
-        for x, c in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-            if isinstance(c, ir.Int):
-                inner = _linear(x)
-                if inner is None:
-                    return None
-                return inner[0] * c.value, {k: v * c.value for k, v in inner[1].items() if v * c.value}
-    if isinstance(e, ir.Unary) and e.op == "-":
-        inner = _linear(e.operand)
-        return None if inner is None else (-inner[0], {k: -v for k, v in inner[1].items()})
-    return 0, {print_expr(e): 1}
-
-
 def difference(stop: ir.Expr, start: ir.Expr) -> Optional[int]:
     """`stop - start` when it is a compile-time integer."""
-    d = _linear(fold_expr(ir.Binary("-", stop, start)))
-    return d[0] if d is not None and not d[1] else None
+    d = linear(fold_expr(ir.Binary("-", stop, start)))
+    return d.const if d.is_const else None
 
 
 # --------------------------------------------------------------------------
@@ -168,100 +132,17 @@ def difference(stop: ir.Expr, start: ir.Expr) -> Optional[int]:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
-class Region:
-    """An operand `buf` or `buf[...]`: per buffer dim its start (an
-    expression) and extent.  A dim indexed by a scalar has extent 1.  The
-    region's *shape* is its extents other than 1; regions of equal shape
-    correspond element by element in row-major order of those dims."""
-
-    buffer: Buffer
-    starts: tuple
-    extents: tuple
-    expr: ir.Expr
-
-    @property
-    def name(self) -> str:
-        return self.buffer.name
-
-    @property
-    def dims(self) -> tuple:
-        """The buffer dims the region extends over (extent > 1)."""
-        return tuple(d for d, e in enumerate(self.extents) if e > 1)
-
-    @property
-    def shape(self) -> tuple:
-        return tuple(self.extents[d] for d in self.dims)
-
-    @property
-    def scope(self) -> str:
-        return self.buffer.scope
-
-    @property
-    def is_local(self) -> bool:
-        return self.buffer.scope == "local"
-
-    @property
-    def dtype(self) -> str:
-        return self.buffer.dtype
-
-    def const_starts(self) -> Optional[tuple]:
-        starts = tuple(const(s) for s in self.starts)
-        return None if any(s is None for s in starts) else starts
-
-    def coordinate(self, index: Sequence[ir.Expr]) -> tuple:
-        """The buffer coordinate (expressions) of region index `index` (one
-        expression per region dim)."""
-        out = list(self.starts)
-        for d, i in zip(self.dims, index):
-            out[d] = add(self.starts[d], i)
-        return tuple(out)
-
-    def element(self, index: Sequence[ir.Expr]) -> ir.Index:
-        return ir.Index(ir.Name(self.name), self.coordinate(index))
-
-
-def region(expr: ir.Expr, syms: KernelSymbols, what: str) -> Region:
-    """The region an operand names; a located error when it is not one."""
-    if isinstance(expr, ir.Name):
-        buf = syms.buffer(expr.id, expr.span)
-        return Region(buf, tuple(ir.Int(0) for _ in buf.shape), tuple(buf.shape), expr)
-    if not (isinstance(expr, ir.Index) and isinstance(expr.base, ir.Name)):
+def region(expr: ir.Expr, syms: KernelSymbols, what: str, past_end: bool = False) -> Region:
+    """The region an operand names (`tilec.compiler.region`); a located
+    error when it is not one, when an extent is not a compile-time integer,
+    or when it leaves its buffer (`past_end`: see `Region.check_bounds`)."""
+    base = expr.base if isinstance(expr, ir.Index) else expr
+    if not isinstance(base, ir.Name):
         raise TilecError(f"{what} must be a buffer or a region of one (buf[a:b, ...])", expr.span)
-    buf = syms.buffer(expr.base.id, expr.base.span)
-    if len(expr.indices) != len(buf.shape):
-        raise TilecError(
-            f"'{buf.name}' has {len(buf.shape)} dimension(s), indexed with {len(expr.indices)}", expr.span
-        )
-    starts, extents = [], []
-    for d, (i, n) in enumerate(zip(expr.indices, buf.shape)):
-        if isinstance(i, ir.Slice):
-            start = i.start if i.start is not None else ir.Int(0)
-            stop = i.stop if i.stop is not None else ir.Int(n)
-            extent = difference(stop, start)
-            if extent is None:
-                raise TilecError(
-                    f"the extent of dim {d} of region '{print_expr(expr)}' must be a compile-time "
-                    f"integer (the slice runs from '{print_expr(start)}' to '{print_expr(stop)}')",
-                    i.span or expr.span,
-                )
-        else:
-            start, extent = i, 1
-        start = fold_expr(start)
-        if extent < 1 or extent > n:
-            raise TilecError(f"dim {d} of region '{print_expr(expr)}' has extent {extent}, outside 1..{n}", expr.span)
-        lo = const(start)
-        if lo is not None and not 0 <= lo <= n - extent:
-            raise TilecError(f"region '{print_expr(expr)}' is outside '{buf.name}' (shape {buf.shape}) in dim {d}", expr.span)
-        starts.append(start)
-        extents.append(extent)
-    return Region(buf, tuple(starts), tuple(extents), expr)
-
-
-def buffer_layout(buf: Buffer) -> TileLayout:
-    if buf.layout is None:
-        return row_major(buf.shape)
-    return to_layout(buf.layout, buf.shape)
+    r = Region.read(expr, syms.buffer(base.id, base.span))
+    r.check_extents()
+    r.check_bounds(past_end)
+    return r
 
 
 # --------------------------------------------------------------------------
@@ -592,7 +473,7 @@ def storage(buf: Buffer, threads: Threads) -> Storage:
     """The thread's view of register buffer `buf`; `Decline` when its layout
     is not one a synchronous lowering can address (replicas, threads that
     share an element, thread positions that do not decode)."""
-    layout = buffer_layout(buf)
+    layout = buf.tile_layout
     if layout.replica:
         raise Decline(f"register buffer '{buf.name}' has replica axes ({layout})")
     try:
@@ -798,7 +679,7 @@ def vector_ok(r: Region, v: int, divisors: Divisors) -> bool:
     last = len(buf.shape) - 1
     if not r.dims or r.dims[-1] != last or r.extents[last] % v:
         return False
-    layout = buffer_layout(buf)
+    layout = buf.tile_layout
     g = group(layout, buf.shape)
     dims = [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
     inner = dims[last][-1] if dims[last] else None

@@ -19,7 +19,7 @@ from tilec.compiler.layout import TileLayout, fuse_contiguous
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.operands import Region, buffer_layout, const
+from tilec.passes.dispatch.operands import Region, const
 
 if TYPE_CHECKING:
     import numpy as np
@@ -80,7 +80,7 @@ def place(r: Region, axes: Sequence[str], what: str) -> Placed:
     than `axes` or a run-time start cannot be followed."""
     import numpy as np
     buf = r.buffer
-    layout = buffer_layout(buf)
+    layout = buf.tile_layout
     name = f"{what} '{buf.name}'"
     for it in layout.shard:
         if it.axis not in axes and it.extent > 1:

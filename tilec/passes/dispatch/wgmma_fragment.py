@@ -12,7 +12,7 @@ from typing import List
 from tilec.compiler import ir
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.operands import Region, Threads, buffer_layout, narrowing_guard, storage
+from tilec.passes.dispatch.operands import Region, Threads, narrowing_guard, storage
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp
 
 MMA_M = 64
@@ -57,7 +57,7 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str) -> 
         st = storage(r.buffer, threads)
     except LayoutError as err:
         raise Decline(f"the layout of {what} '{r.name}' cannot be read: {err.message}") from None
-    layout = buffer_layout(r.buffer)
+    layout = r.buffer.tile_layout
     if st.scope != "wg" or dict(st.used) != {"laneid": 32, "wid_in_wg": 4}:
         raise Decline(
             f"{what} '{r.name}' must be spread over the 128 threads of a warpgroup in the wgmma fragment "

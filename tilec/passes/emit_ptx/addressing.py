@@ -25,9 +25,8 @@ from tilec.compiler import ir, layout_shape
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.divisors import known_divisor
 from tilec.compiler.dtypes import DTYPES
-from tilec.compiler.layout import TileLayout, fuse_contiguous, row_major, storage_size
+from tilec.compiler.layout import TileLayout, fuse_contiguous, storage_size
 from tilec.compiler.layout_axes import LayoutError, is_thread
-from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.symbols import Buffer, check_element, value_type_of_dtype
 from tilec.passes.emit_ptx.registers import Operand
 
@@ -55,34 +54,19 @@ class Addressing:
     """Mixed into `KernelEmitter`; uses `value`, `arith`, `convert`, `line`,
     `regs`, `syms`, and the tables `bases` (buffer name -> base address
     operand) and `reg_arrays` (storage root -> list of registers), and keeps
-    its per-buffer caches in `layouts`, `grouped` and `const_slots`."""
+    its per-buffer caches in `grouped` and `const_slots` (layouts are
+    `Buffer.tile_layout`, cached on the buffer)."""
 
     # ---- layouts --------------------------------------------------------
 
-    def layout_of(self, buf: Buffer) -> TileLayout:
-        cached = self.layouts.get(buf.name)
-        if cached is not None:
-            return cached
-        if buf.layout is None:
-            layout = row_major(buf.shape)
-        elif isinstance(buf.layout, ir.LayoutLit):
-            layout = to_layout(buf.layout, buf.shape)
-        else:
-            raise TilecError(
-                f"the layout of '{buf.name}' must be a layout literal by now (constructors are folded)",
-                buf.layout.span or buf.span,
-            )
-        self.layouts[buf.name] = layout
-        return layout
-
     def dim_iters(self, buf: Buffer):
         """Per dim, the layout's iterators outermost first (contiguous runs
-        fused); kept per buffer like `layout_of`."""
+        fused); kept per buffer."""
         cached = self.grouped.get(buf.name)
         if cached is not None:
             return cached
         try:
-            g = layout_shape.group(self.layout_of(buf), buf.shape)
+            g = layout_shape.group(buf.tile_layout, buf.shape)
         except LayoutError as err:
             raise err.with_span(buf.span)
         cached = self.grouped[buf.name] = g, [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
@@ -154,7 +138,7 @@ class Addressing:
             )
 
         offs = self.axis_offsets(buf, indices, keep, t)
-        return self.swizzled(offs.get("m", self.imm(0, t)), self.layout_of(buf), t)
+        return self.swizzled(offs.get("m", self.imm(0, t)), buf.tile_layout, t)
 
     # ---- addresses ------------------------------------------------------
 
@@ -212,7 +196,7 @@ class Addressing:
 
     def storage_slots(self, root: Buffer) -> int:
         try:
-            return storage_size(self.layout_of(root))
+            return storage_size(root.tile_layout)
         except LayoutError as err:
             raise err.with_span(root.span)
 
@@ -229,7 +213,7 @@ class Addressing:
             if slot is not None:
                 return slot
         offs = self.axis_offsets(buf, indices, lambda axis: axis == "m", "i32")
-        slot = self.swizzled(offs.get("m", self.imm(0, "i32")), self.layout_of(buf), "i32")
+        slot = self.swizzled(offs.get("m", self.imm(0, "i32")), buf.tile_layout, "i32")
         if key is not None:
             self.const_slots[key] = slot
         return slot
@@ -331,7 +315,7 @@ class Addressing:
         that the access is aligned to its size."""
         if buf.scope == "tmem":
             raise TilecError("copy_vec: tensor memory is read with tcgen05.ld", span)
-        layout = self.layout_of(buf)
+        layout = buf.tile_layout
         _, dims = self.dim_iters(buf)
         why = None
         inner = dims[-1][-1] if dims[-1] else None

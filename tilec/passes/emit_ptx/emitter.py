@@ -111,7 +111,6 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.env: List[Dict[str, Operand]] = [{}]
         self.bases: Dict[str, Operand] = {}
         self.reg_arrays: Dict[str, List[Operand]] = {}
-        self.layouts = {}
         self.grouped = {}
         self.const_slots = {}
         self.decls: List[str] = []

@@ -38,7 +38,7 @@ from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.passes.dispatch.copy_async.operands import operand_pair
-from tilec.passes.dispatch.operands import Divisors, buffer_layout, same_shape
+from tilec.passes.dispatch.operands import Divisors, same_shape
 from tilec.passes.dispatch.placement import place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 from tilec.passes.dispatch.smem_matrix import shared_matrix
@@ -65,7 +65,7 @@ def _is_valid_smem_tmem_copy(op: TileOp, ctx: DispatchContext):
         return False, err.message
     if not (src.buffer.is_shared and dst.scope == "tmem"):
         return False, f"copies shared memory to tensor memory, not {src.scope} to {dst.scope}"
-    layout = buffer_layout(dst.buffer)
+    layout = dst.buffer.tile_layout
     if not routed(layout):
         return False, router_error(layout)
     return True

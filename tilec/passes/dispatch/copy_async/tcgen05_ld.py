@@ -37,7 +37,6 @@ from tilec.passes.dispatch.copy_async.operands import operand_pair
 from tilec.passes.dispatch.operands import (
     Threads,
     add,
-    buffer_layout,
     mul,
     narrowing_guard,
     register_element,
@@ -111,7 +110,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         raise TilecError(
             f"{regs_name} must be spread over the {32 if scope == 'warp' else 128} threads of the "
             f"{'warp' if scope == 'warp' else 'warpgroup'}, each holding its tensor-memory lane (e.g. "
-            f"S[(128, N) : (1@tid_in_wg, 1)]), got {buffer_layout(dst.buffer)}"
+            f"S[(128, N) : (1@tid_in_wg, 1)]), got {dst.buffer.tile_layout}"
         )
     starts = dst.const_starts()
     if starts is None:

@@ -36,10 +36,11 @@ Like every copy_async variant this emits no completion: the caller's
 from __future__ import annotations
 
 from tilec.compiler import ir
+from tilec.compiler.affine import linear
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.operands import buffer_layout, mul, region, same_shape
+from tilec.passes.dispatch.operands import mul, region, same_shape
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 
 SIGNATURE = Signature.parse(
@@ -66,8 +67,9 @@ def _bind(op: TileOp) -> dict:
 
 def _regions(op: TileOp, ctx: DispatchContext):
     args = _bind(op)
-    dst = region(args["dst"], ctx.symbols, "the destination of copy_async")
-    src = region(args["src"], ctx.symbols, "the source of copy_async")
+    # TMA clips a tile at the global tensor's edge (fill on load, skip on store).
+    dst = region(args["dst"], ctx.symbols, "the destination of copy_async", past_end=True)
+    src = region(args["src"], ctx.symbols, "the source of copy_async", past_end=True)
     if dst.dtype != src.dtype:
         raise TilecError(f"copy_async: '{dst.name}' is {dst.dtype} but '{src.name}' is {src.dtype}", op.span)
     same_shape(dst, src, "copy_async")
@@ -160,7 +162,7 @@ def _first_element(buf, op: TileOp) -> int:
     start (where plan-tma's offsets count from): the layout's memory
     offset.  Issue addresses are written from the first element's address,
     so that must be the unswizzled one."""
-    layout = buffer_layout(buf)
+    layout = buf.tile_layout
     m0 = dict(layout.offset).get("m", 0)
     if m0 and layout.swizzle is not None and layout.swizzle(m0) != m0:
         raise TilecError(
@@ -186,36 +188,21 @@ def _issues(value: ir.Expr, op: TileOp) -> list:
     return out
 
 
-_FLIP = {"+": "-", "-": "+"}
-
-
 def _address(buf, offset: ir.Expr, first: int) -> ir.Expr:
     """The shared address of an issue: `address_of(buf)` plus plan-tma's
-    offset (a sum of `term * c` and a constant, in elements from the
-    storage start) less the first element's, in bytes, written term by
-    term (`address_of(Asmem) + stage * 32768 + 640`)."""
+    offset (a linear form in elements from the storage start) less the
+    first element's, in bytes, written term by term
+    (`address_of(Asmem) + stage * 32768 + 640`)."""
     eb = buf.elem_bytes
+    atoms: dict = {}
+    form = linear(offset, atoms)
     addr: ir.Expr = ir.Call("address_of", (ir.Name(buf.name),))
-    const = -first
-    for sign, term in _terms(offset):
-        if isinstance(term, ir.Int):
-            const += term.value if sign == "+" else -term.value
-        elif isinstance(term, ir.Binary) and term.op == "*" and isinstance(term.rhs, ir.Int):
-            addr = ir.Binary(sign, addr, mul(term.lhs, term.rhs.value * eb))
-        else:
-            addr = ir.Binary(sign, addr, mul(term, eb))
+    for key, c in form.terms:
+        addr = ir.Binary("+" if c > 0 else "-", addr, mul(atoms[key], abs(c) * eb))
+    const = form.const - first
     if const:
         addr = ir.Binary("+" if const > 0 else "-", addr, ir.Int(abs(const) * eb))
     return addr
-
-
-def _terms(offset: ir.Expr, sign: str = "+"):
-    """A sum as (sign, term) pairs."""
-    if isinstance(offset, ir.Binary) and offset.op in ("+", "-"):
-        yield from _terms(offset.lhs, sign)
-        yield from _terms(offset.rhs, sign if offset.op == "+" else _FLIP[sign])
-    else:
-        yield sign, offset
 
 
 def _load_kwargs(args: dict, ctx: DispatchContext, op: TileOp) -> tuple:

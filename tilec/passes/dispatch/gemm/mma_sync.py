@@ -33,7 +33,6 @@ from tilec.passes.dispatch.operands import (
     add,
     assign,
     bind,
-    buffer_layout,
     full_warp,
     mul,
     region,
@@ -89,7 +88,7 @@ def _operands_in_registers(op, ctx):
 
 def _no_replica(op, ctx):
     for name, r in _operands(op, ctx).items():
-        layout = buffer_layout(r.buffer)
+        layout = r.buffer.tile_layout
         if layout.replica:
             replica = "R" + str(TileLayout(layout.replica))[1:]
             return False, f"gemm mma requires {name} without replica axes, but '{r.name}' has {replica}"

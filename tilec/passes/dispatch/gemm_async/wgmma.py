@@ -70,7 +70,6 @@ from tilec.passes.dispatch.operands import (
     Divisors,
     Region,
     Threads,
-    buffer_layout,
     region,
 )
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate, register
@@ -287,7 +286,7 @@ def shared_operand(r: Region, rows_per_inst: int, divisors: Divisors, what: str)
     with the reason when it cannot."""
     buf = r.buffer
     name = f"{what} '{buf.name}'"
-    layout = buffer_layout(buf)
+    layout = buf.tile_layout
     if layout.replica or any(a != "m" for a, _ in layout.offset) or any(it.axis != "m" for it in layout.shard):
         raise Decline(f"the layout of {name} must place elements in memory only, got {layout}")
     eb = DTYPES[buf.dtype].bytes
