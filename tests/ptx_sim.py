@@ -22,7 +22,9 @@ _WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
           "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
 _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
-_NOOPS = ("fence.", "bar.warp.sync", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group")
+# bar.arrive signals a named barrier without waiting; since every bar.sync here
+# waits for all live threads, the arrival itself has nothing to do.
+_NOOPS = ("fence.", "bar.warp.sync", "bar.arrive", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group")
 YIELD = "yield"
 """What an extension returns for an instruction it ran that ends the thread's turn."""
 

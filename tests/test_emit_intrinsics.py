@@ -63,6 +63,8 @@ EXAMPLES = {
     "cuda.cta_sync": "cuda.cta_sync()",
     "cuda.warpgroup_sync": "cuda.warpgroup_sync(3)",
     "cuda.warp_sync": "cuda.warp_sync()",
+    "cuda.named_barrier_sync": "cuda.named_barrier_sync(2, 256)",
+    "cuda.named_barrier_arrive": "cuda.named_barrier_arrive(3, 256)",
     "ptx.tcgen05.encode_matrix_descriptor": "desc = ptx.tcgen05.encode_matrix_descriptor(bar.ptr_to([0]), 16, 8, 0)",
     "ptx.tcgen05.mma": 'ptx.tcgen05.mma(taddr[0], desc, desc, phase == 0, kind="f16", a_dtype=f16, b_dtype=f16, '
                        'm=128, n=64)',
@@ -107,6 +109,8 @@ EXPECT = {
     "cuda.cta_sync": "bar.sync 0;",
     "cuda.warpgroup_sync": "bar.sync 3, 128;",
     "cuda.warp_sync": "bar.warp.sync 0xffffffff;",
+    "cuda.named_barrier_sync": "bar.sync 2, 256;",
+    "cuda.named_barrier_arrive": "bar.arrive 3, 256;",
     "ptx.cp_async.bulk.commit_group": "cp.async.bulk.commit_group;",
     "ptx.mbarrier.arrive": "mbarrier.arrive.shared::cta.b64 _, [",
     "ptx.tcgen05.encode_matrix_descriptor": "or.b64 %rd{}, %rd{}, 0x0000400800100000;",
@@ -161,6 +165,8 @@ def test_mbarrier_address_follows_the_element():
 
 @pytest.mark.parametrize("call, message", [
     ("cuda.warpgroup_sync(0)", r"'barrier_id' must be in \[1, 15\]"),
+    ("cuda.named_barrier_sync(16, 256)", r"'barrier_id' must be in \[0, 15\]"),
+    ("cuda.named_barrier_arrive(1, 100)", r"'threads' must be in \[32, 1024\] and a multiple of 32"),
     ('ptx.setmaxnreg(20, "inc")', r"'n' must be in \[24, 256\] and a multiple of 8"),
     ('ptx.setmaxnreg(64, "up")', "'action' must be one of 'inc', 'dec'"),
     ("ptx.tcgen05.alloc(address_of(taddr), n_cols=48)", "power of two"),

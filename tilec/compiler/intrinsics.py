@@ -317,6 +317,30 @@ _TABLE = [
     Intrinsic("cuda.warp_sync", "", "sm_80", "bar.warp.sync 0xffffffff;", doc="Barrier over the warp."),
 ]
 
+# ---- named barriers over any set of warps --------------------------------
+# Warp-specialized kernels order groups of warps against each other without
+# stopping the rest of the CTA: FlashAttention-3's ping-pong has consumer
+# warpgroup 0 wait (sync) on a barrier that warpgroup 1 only signals (arrive)
+# after issuing its GEMMs, and the other way round.  A barrier completes when
+# `threads` threads (whole warps) have reached it, counting both kinds.
+
+
+def _check_named_barrier(values: Dict, span) -> None:
+    _check_range("barrier_id", 0, 15)(values, span)
+    _check_range("threads", 32, 1024, 32)(values, span)
+
+
+_TABLE += [
+    Intrinsic("cuda.named_barrier_sync", "barrier_id: int, threads: int", "sm_80",
+              "bar.sync {barrier_id}, {threads};", check=_check_named_barrier,
+              doc="Wait on named barrier `barrier_id` (0-15) until `threads` threads (a multiple of 32, "
+                  "whole warps) have arrived at it, this warp included."),
+    Intrinsic("cuda.named_barrier_arrive", "barrier_id: int, threads: int", "sm_80",
+              "bar.arrive {barrier_id}, {threads};", check=_check_named_barrier,
+              doc="Arrive at named barrier `barrier_id` without waiting: counts this warp's threads towards "
+                  "the `threads` that complete it (the producer side of a named_barrier_sync)."),
+]
+
 # ---- warp MMA, matrix loads/stores, paired conversions -------------------
 # Rows for gemm -> mma_sync, copy -> ldstmatrix and cast -> cvt (the
 # lowerings are tilec/passes/dispatch/{gemm/mma_sync,copy/ldstmatrix,cast/cvt}.py).
