@@ -183,3 +183,22 @@ def test_refused_image_reports_the_jit_log():
     with pytest.raises(CudaError, match="cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX") as info:
         driver.load_module(broken)
     assert "stx" in info.value.log
+
+
+def test_loaded_code_keeps_setmaxnreg(hopper):
+    """The runtime loads PTX through the driver, which compiles the module
+    whole: the warp-specialized v7 keeps its setmaxnreg (relocatable code,
+    what nvJitLink makes, drops it), so its consumers get their registers
+    and compile without spills or serialized wgmmas."""
+    from pathlib import Path
+
+    from tilec.pipeline import compile_source
+    from tilec.runtime.assemble import parse_usage
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "hopper" / "hgemm_v7.tile"
+    ptx = compile_source(path.read_text(), str(path), target="sm_90a").ptx
+    assert "setmaxnreg" in ptx
+    log = driver.jit_info_log(ptx)
+    assert "setmaxnreg' ignored" not in log, log
+    usage = parse_usage(log)["hgemm_v7"]
+    assert usage["spill_stores"] == 0 and not usage["performance_loss"], log

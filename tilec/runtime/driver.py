@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 
 import attrs
 from cuda.bindings import driver as cu
@@ -144,6 +145,33 @@ def load_module(image: bytes):
         )
         raise CudaError("cuModuleLoadDataEx", _error_text(status), log)
     return module
+
+
+def jit_info_log(ptx: str) -> str:
+    """The driver JIT's verbose log for `ptx` (registers, spills, ptxas'
+    performance advisories per entry, as `assemble.parse_usage` reads
+    them): the resources of the code that actually runs, which the
+    runtime loads this way (`module.CompiledModule`).  A comment naming
+    this call makes the text new to the driver's compute cache, which would
+    otherwise hand back an earlier compile of the same PTX with no log."""
+    device()
+    ptx += f"\n// jit_info_log {time.time_ns()}\n"
+    info_log = bytearray(_LOG_BYTES)
+    error_log = bytearray(_LOG_BYTES)
+    opt = cu.CUjit_option
+    options = [
+        opt.CU_JIT_ERROR_LOG_BUFFER,
+        opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        opt.CU_JIT_INFO_LOG_BUFFER,
+        opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+        opt.CU_JIT_LOG_VERBOSE,
+    ]
+    values = [error_log, _LOG_BYTES, info_log, _LOG_BYTES, 1]
+    status, module = cu.cuModuleLoadDataEx(ptx.encode() + b"\0", len(options), options, values)
+    if status != cu.CUresult.CUDA_SUCCESS:
+        raise CudaError("cuModuleLoadDataEx", _error_text(status), _c_string(error_log))
+    unload_module(module)
+    return _c_string(info_log)
 
 
 def _c_string(buf: bytearray) -> str:

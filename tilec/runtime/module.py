@@ -87,9 +87,16 @@ class CompiledModule:
             return self._kernels[name]
 
     def _load(self, device: driver.Device):
+        """Check the PTX strictly with `assemble`, then load the PTX itself
+        for the driver to compile.  nvJitLink compiles relocatable code,
+        and there ptxas drops `setmaxnreg` ("ignored to maintain
+        compatibility across compilation units", C7504): a warp-specialized
+        kernel's consumers would keep the launch's per-thread registers,
+        spill, and have their wgmmas serialized.  The driver compiles the
+        module whole, as ptxas does without -c, and honours it."""
         if self._module is None:
-            cubin = assemble(self.ptx, device_arch(self.target, device.compute_capability))
-            self._module = driver.load_module(cubin)
+            assemble(self.ptx, device_arch(self.target, device.compute_capability))
+            self._module = driver.load_module(self.ptx.encode() + b"\0")
             # Unloaded when the module is collected; not at interpreter exit,
             # where the process frees it anyway and the driver may be gone.
             weakref.finalize(self, _unload, self._module).atexit = False
