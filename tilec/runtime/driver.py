@@ -127,23 +127,7 @@ def load_module(image: bytes):
     """Load a cubin (or NUL-terminated PTX, which the driver JIT-compiles)
     into the primary context.  The JIT error and info logs are captured, so
     a refused image reports what the loader said."""
-    device()
-    error_log = bytearray(_LOG_BYTES)
-    info_log = bytearray(_LOG_BYTES)
-    opt = cu.CUjit_option
-    options = [
-        opt.CU_JIT_ERROR_LOG_BUFFER,
-        opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        opt.CU_JIT_INFO_LOG_BUFFER,
-        opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-    ]
-    values = [error_log, _LOG_BYTES, info_log, _LOG_BYTES]
-    status, module = cu.cuModuleLoadDataEx(image, len(options), options, values)
-    if status != cu.CUresult.CUDA_SUCCESS:
-        log = "\n".join(
-            text for text in (_c_string(error_log), _c_string(info_log)) if text
-        )
-        raise CudaError("cuModuleLoadDataEx", _error_text(status), log)
+    module, _ = _load(image, verbose=False)
     return module
 
 
@@ -154,24 +138,31 @@ def jit_info_log(ptx: str) -> str:
     runtime loads this way (`module.CompiledModule`).  A comment naming
     this call makes the text new to the driver's compute cache, which would
     otherwise hand back an earlier compile of the same PTX with no log."""
+    module, info = _load(f"{ptx}\n// jit_info_log {time.time_ns()}\n".encode() + b"\0", verbose=True)
+    unload_module(module)
+    return info
+
+
+def _load(image: bytes, verbose: bool):
+    """cuModuleLoadDataEx with the JIT's logs captured: (module, info log)."""
     device()
-    ptx += f"\n// jit_info_log {time.time_ns()}\n"
-    info_log = bytearray(_LOG_BYTES)
     error_log = bytearray(_LOG_BYTES)
+    info_log = bytearray(_LOG_BYTES)
     opt = cu.CUjit_option
     options = [
         opt.CU_JIT_ERROR_LOG_BUFFER,
         opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
         opt.CU_JIT_INFO_LOG_BUFFER,
         opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-        opt.CU_JIT_LOG_VERBOSE,
-    ]
-    values = [error_log, _LOG_BYTES, info_log, _LOG_BYTES, 1]
-    status, module = cu.cuModuleLoadDataEx(ptx.encode() + b"\0", len(options), options, values)
+    ] + ([opt.CU_JIT_LOG_VERBOSE] if verbose else [])
+    values = [error_log, _LOG_BYTES, info_log, _LOG_BYTES] + ([1] if verbose else [])
+    status, module = cu.cuModuleLoadDataEx(image, len(options), options, values)
     if status != cu.CUresult.CUDA_SUCCESS:
-        raise CudaError("cuModuleLoadDataEx", _error_text(status), _c_string(error_log))
-    unload_module(module)
-    return _c_string(info_log)
+        log = "\n".join(
+            text for text in (_c_string(error_log), _c_string(info_log)) if text
+        )
+        raise CudaError("cuModuleLoadDataEx", _error_text(status), log)
+    return module, _c_string(info_log)
 
 
 def _c_string(buf: bytearray) -> str:
