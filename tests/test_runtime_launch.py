@@ -443,7 +443,8 @@ def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
     monkeypatch.setattr(driver, "function_address", function_address)
     monkeypatch.setattr(driver, "launch_kernel_ex_address", lambda: ctypes.cast(callback, ctypes.c_void_p).value)
     monkeypatch.setattr(launch_py, "torch_tensor_type", lambda: gpu.tensor_type)
-    monkeypatch.setattr(launch_py, "torch_stream_function", lambda: lambda index: gpu.torch_stream)
+    stream_function = lambda index: gpu.torch_stream  # noqa: E731 (one object, as torch's)
+    monkeypatch.setattr(launch_py, "torch_stream_function", lambda: stream_function)
     gpu.callback = callback
     return gpu
 
@@ -535,9 +536,27 @@ def test_a_new_pointer_costs_one_encode_per_map(torch_gpu, monkeypatch):
     b = device_tensor(gpu, np.zeros((8, 64), np.float16), FLOAT16)
     for a in (a1, a1, a2, a2, a1, a2):
         kernel(a, b)
-    assert encodes == [a1.ptr, a2.ptr]  # each pointer encoded once, then remembered
-    assert launches(gpu) == ["launch", "fast_launch", "launch", "fast_launch", "launch", "launch"]
+    assert encodes == [a1.ptr, a2.ptr]  # each pointer encoded once
+    assert launches(gpu) == ["launch", "fast_launch", "launch"] + ["fast_launch"] * 3  # both remembered
     np.testing.assert_array_equal(gpu.array(b.ptr, np.float16, 8 * 64).reshape(8, 64), source[8:] + 1)
+
+
+def test_the_least_recently_used_signature_is_forgotten(torch_gpu):
+    gpu = torch_gpu
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    x = device_tensor(gpu, np.ones(16, np.float32))
+    outs = [device_tensor(gpu, np.zeros(16, np.float32)) for _ in range(5)]
+    for out in outs[:4]:
+        kernel(x, x, out, 16)
+    kernel(x, x, outs[0], 16)  # remembered; outs[1] is now the least recently used
+    kernel(x, x, outs[4], 16)  # a fifth signature replaces it
+    assert kernel._launcher.remembered == 4
+    gpu.log.clear()
+    for out in (outs[0], outs[2], outs[3], outs[4], outs[1]):
+        kernel(x, x, out, 16)
+    assert launches(gpu) == ["fast_launch"] * 4 + ["launch"]
+    for out in outs:
+        assert gpu.array(out.ptr, np.float32, 16).tolist() == [2.0] * 16
 
 
 def test_numpy_arrays_never_take_the_fast_path(torch_gpu):

@@ -1,14 +1,16 @@
 /* The compiled half of tilec's fast launch path (see launcher.py).
  *
- * A Launcher remembers the last argument signature the Python slow path
- * validated (per buffer argument: the tensor's data pointer, shape, strides
- * and dtype object) together with the packed parameter bytes that went with
- * it (buffer pointers, tensor maps, bound extents).  Calling it with
- * arguments of the same signature writes only the scalar parameters, picks
- * the stream and calls cuLaunchKernelEx: no per-call rule checks, no tensor
- * map encodes, no Python between the caller and the driver.  Anything it
- * cannot prove identical is answered -1 ("miss"), with nothing launched and
- * no error set, and the Python slow path does the full job.
+ * A Launcher remembers the last ENTRIES argument signatures the Python slow
+ * path validated (per buffer argument: the tensor's data pointer, shape,
+ * strides and dtype), each with the packed parameter bytes that went with
+ * it (buffer pointers, tensor maps, bound extents) in its own preallocated
+ * buffer.  Calling it with arguments of a remembered signature writes only
+ * the scalar parameters, picks the stream and calls cuLaunchKernelEx: no
+ * per-call rule checks, no tensor map encodes, no Python between the caller
+ * and the driver.  Anything it cannot prove identical is answered -1
+ * ("miss"), with nothing launched and no error set, and the Python slow path
+ * does the full job and commits the new signature in place of the least
+ * recently used one.
  *
  * A tensor's signature is read through its type's DLPack C exchange API
  * (`__dlpack_c_exchange_api__`, DLPack 1.2+, torch 2.10+): a C call that
@@ -94,26 +96,40 @@ enum { KIND_BUFFER = 0, KIND_SCALAR = 1 };
 /* scalar codes, shared with launcher.py's SCALAR_CODES */
 enum { S_NONE, S_I8, S_I16, S_I32, S_I64, S_U8, S_U16, S_U32, S_U64, S_F32, S_F64 };
 
+#define ENTRIES 4 /* signatures remembered per kernel */
+#define MAX_ARGS 64
+
 typedef struct {
     int kind, slot, code;
-    /* the remembered signature (buffers): through the exchange API, or
-     * else through the tensor's methods */
+} ArgSpec;
+
+/* One buffer argument's signature: through the exchange API (`dl`), or
+ * else through the tensor's methods (`ptr` and new references). */
+typedef struct {
     DLSignature dl;
     unsigned long long ptr;
     PyObject *shape, *stride, *dtype;
-} ArgSpec;
+} ArgKey;
+
+typedef struct {
+    int valid;
+    unsigned long long last_used;
+    unsigned int grid[3];
+    char *storage;
+    void **pointers;
+    ArgKey *keys; /* one per argument; used for buffers */
+} Entry;
 
 typedef struct {
     PyObject_HEAD
     void *function;
     LaunchKernelEx launch;
-    unsigned int block[3], cluster[3], grid[3], shared_bytes;
+    unsigned int block[3], cluster[3], shared_bytes;
     Py_ssize_t nargs, nslots;
     ArgSpec *args;
     Py_ssize_t *sizes; /* bytes of each parameter slot */
-    char *storage;
-    void **pointers;
-    int valid, default_stream_from_fn;
+    Entry entries[ENTRIES];
+    unsigned long long clock;
     PyObject *tensor_type, *stream_fn, *stream_fn_args;
     PyObject *api_capsule; /* keeps `api` alive */
     const DLPackExchangeAPI *api;
@@ -123,12 +139,18 @@ typedef struct {
 static PyObject *s_data_ptr, *s_shape, *s_stride, *s_dtype, *s_cuda_stream;
 static const unsigned long long MAX_GRID[3] = {2147483647ULL, 65535ULL, 65535ULL};
 
+static void clear_keys(ArgKey *keys, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_CLEAR(keys[i].shape);
+        Py_CLEAR(keys[i].stride);
+        Py_CLEAR(keys[i].dtype);
+    }
+}
+
 static void forget(Launcher *self) {
-    self->valid = 0;
-    for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        Py_CLEAR(self->args[i].shape);
-        Py_CLEAR(self->args[i].stride);
-        Py_CLEAR(self->args[i].dtype);
+    for (int e = 0; e < ENTRIES; e++) {
+        self->entries[e].valid = 0;
+        if (self->entries[e].keys) clear_keys(self->entries[e].keys, self->nargs);
     }
     Py_CLEAR(self->tensor_type);
     Py_CLEAR(self->stream_fn);
@@ -139,10 +161,13 @@ static void forget(Launcher *self) {
 
 static void Launcher_dealloc(Launcher *self) {
     forget(self);
+    for (int e = 0; e < ENTRIES; e++) {
+        PyMem_Free(self->entries[e].storage);
+        PyMem_Free(self->entries[e].pointers);
+        PyMem_Free(self->entries[e].keys);
+    }
     PyMem_Free(self->args);
     PyMem_Free(self->sizes);
-    PyMem_Free(self->storage);
-    PyMem_Free(self->pointers);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -169,11 +194,16 @@ static int read_dims(PyObject *seq, unsigned int out[3], const char *what) {
     return 0;
 }
 
+static size_t slot_span(Py_ssize_t size) {
+    return size ? ((size_t)size + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN : PARAM_ALIGN;
+}
+
 /* Launcher(function, launch, block, cluster, shared_bytes, slot_sizes, specs)
  * function, launch: addresses of the CUfunction and of cuLaunchKernelEx;
  * slot_sizes: bytes of each kernel parameter in order; specs: per caller
  * argument (kind, slot, scalar code). */
 static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
+    (void)kwds;
     unsigned long long function, launch, shared_bytes;
     PyObject *block, *cluster, *slot_sizes, *specs;
     if (!PyArg_ParseTuple(args, "KKOOKOO", &function, &launch, &block, &cluster, &shared_bytes,
@@ -193,10 +223,15 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
     self->shared_bytes = (unsigned int)shared_bytes;
     self->nslots = PyList_GET_SIZE(slot_sizes);
     self->nargs = PyList_GET_SIZE(specs);
+    if (self->nargs > MAX_ARGS) {
+        PyErr_SetString(PyExc_ValueError, "too many arguments for the fast path");
+        return -1;
+    }
     /* each slot 64-byte aligned, after a 64-byte margin to align the start */
     size_t total = PARAM_ALIGN;
     self->sizes = PyMem_Calloc(self->nslots + 1, sizeof(Py_ssize_t));
-    if (!self->sizes) return PyErr_NoMemory(), -1;
+    self->args = PyMem_Calloc(self->nargs + 1, sizeof(ArgSpec));
+    if (!self->sizes || !self->args) return PyErr_NoMemory(), -1;
     for (Py_ssize_t i = 0; i < self->nslots; i++) {
         unsigned long long size;
         if (read_u64(PyList_GET_ITEM(slot_sizes, i), &size) || size > 4096) {
@@ -204,17 +239,19 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
             return -1;
         }
         self->sizes[i] = (Py_ssize_t)size;
-        total += (size + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN + (size == 0 ? PARAM_ALIGN : 0);
+        total += slot_span(self->sizes[i]);
     }
-    self->storage = PyMem_Calloc(total, 1);
-    self->pointers = PyMem_Calloc(self->nslots + 1, sizeof(void *));
-    self->args = PyMem_Calloc(self->nargs + 1, sizeof(ArgSpec));
-    if (!self->storage || !self->pointers || !self->args) return PyErr_NoMemory(), -1;
-    char *slot = self->storage + (PARAM_ALIGN - (uintptr_t)self->storage % PARAM_ALIGN) % PARAM_ALIGN;
-    for (Py_ssize_t i = 0; i < self->nslots; i++) {
-        size_t size = (size_t)self->sizes[i];
-        self->pointers[i] = slot;
-        slot += (size + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN + (size == 0 ? PARAM_ALIGN : 0);
+    for (int e = 0; e < ENTRIES; e++) {
+        Entry *entry = &self->entries[e];
+        entry->storage = PyMem_Calloc(total, 1);
+        entry->pointers = PyMem_Calloc(self->nslots + 1, sizeof(void *));
+        entry->keys = PyMem_Calloc(self->nargs + 1, sizeof(ArgKey));
+        if (!entry->storage || !entry->pointers || !entry->keys) return PyErr_NoMemory(), -1;
+        char *slot = entry->storage + (PARAM_ALIGN - (uintptr_t)entry->storage % PARAM_ALIGN) % PARAM_ALIGN;
+        for (Py_ssize_t i = 0; i < self->nslots; i++) {
+            entry->pointers[i] = slot;
+            slot += slot_span(self->sizes[i]);
+        }
     }
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         ArgSpec *a = &self->args[i];
@@ -228,23 +265,6 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
     self->attribute.value.cluster.x = self->cluster[0];
     self->attribute.value.cluster.y = self->cluster[1];
     self->attribute.value.cluster.z = self->cluster[2];
-    return 0;
-}
-
-/* The signature of tensor `arg`: 0 and new references, or -1 (error set). */
-static int signature(PyObject *arg, unsigned long long *ptr, PyObject **shape, PyObject **stride,
-                     PyObject **dtype) {
-    PyObject *p = PyObject_CallMethodNoArgs(arg, s_data_ptr);
-    if (!p) return -1;
-    int bad = read_u64(p, ptr);
-    Py_DECREF(p);
-    if (bad) return -1;
-    *shape = PyObject_GetAttr(arg, s_shape);
-    if (!*shape) return -1;
-    *stride = PyObject_CallMethodNoArgs(arg, s_stride);
-    if (!*stride) return Py_DECREF(*shape), -1;
-    *dtype = PyObject_GetAttr(arg, s_dtype);
-    if (!*dtype) return Py_DECREF(*shape), Py_DECREF(*stride), -1;
     return 0;
 }
 
@@ -290,70 +310,122 @@ static int dl_signature(const DLPackExchangeAPI *api, PyObject *arg, DLSignature
     return 0;
 }
 
-/* 1 when `arg` has the remembered signature of spec `a`, 0 when not, -1 on
- * an error (set). */
-static int same_signature(Launcher *self, ArgSpec *a, PyObject *arg) {
-    if (self->api) {
-        DLSignature now;
-        return dl_signature(self->api, arg, &now) == 0 && memcmp(&now, &a->dl, sizeof now) == 0;
+/* The signature of `arg` into `key` (new references on the methods path):
+ * 0, or -1 when it cannot be read (no error set). */
+static int read_key(Launcher *self, PyObject *arg, ArgKey *key) {
+    if (Py_TYPE(arg) != (PyTypeObject *)self->tensor_type &&
+        PyObject_IsInstance(arg, self->tensor_type) != 1)
+        return PyErr_Clear(), -1;
+    if (self->api) return dl_signature(self->api, arg, &key->dl);
+    PyObject *p = PyObject_CallMethodNoArgs(arg, s_data_ptr);
+    if (!p) return PyErr_Clear(), -1;
+    int bad = read_u64(p, &key->ptr);
+    Py_DECREF(p);
+    if (bad) return PyErr_Clear(), -1;
+    key->shape = PyObject_GetAttr(arg, s_shape);
+    key->stride = key->shape ? PyObject_CallMethodNoArgs(arg, s_stride) : NULL;
+    key->dtype = key->stride ? PyObject_GetAttr(arg, s_dtype) : NULL;
+    if (!key->dtype) {
+        Py_CLEAR(key->shape);
+        Py_CLEAR(key->stride);
+        return PyErr_Clear(), -1;
     }
-    unsigned long long ptr;
-    PyObject *shape, *stride, *dtype;
-    if (signature(arg, &ptr, &shape, &stride, &dtype)) return -1;
-    int same = ptr == a->ptr && dtype == a->dtype;
-    if (same) same = PyObject_RichCompareBool(shape, a->shape, Py_EQ);
-    if (same == 1) same = PyObject_RichCompareBool(stride, a->stride, Py_EQ);
-    Py_DECREF(shape);
-    Py_DECREF(stride);
-    Py_DECREF(dtype);
-    return same;
+    return 0;
+}
+
+/* The buffer arguments' keys, read once per call: 0, or -1 (a miss). */
+static int read_keys(Launcher *self, PyObject *args, ArgKey *keys) {
+    for (Py_ssize_t i = 0; i < self->nargs; i++) {
+        if (self->args[i].kind != KIND_BUFFER) continue;
+        if (read_key(self, PyTuple_GET_ITEM(args, i), &keys[i])) {
+            clear_keys(keys, i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int same_key(Launcher *self, const ArgKey *a, const ArgKey *b) {
+    if (self->api) return memcmp(&a->dl, &b->dl, sizeof a->dl) == 0;
+    if (a->ptr != b->ptr || a->dtype != b->dtype) return 0;
+    int same = PyObject_RichCompareBool(a->shape, b->shape, Py_EQ);
+    if (same == 1) same = PyObject_RichCompareBool(a->stride, b->stride, Py_EQ);
+    if (same < 0) PyErr_Clear();
+    return same == 1;
+}
+
+/* The valid entry whose signature is `keys`, or NULL. */
+static Entry *find_entry(Launcher *self, const ArgKey *keys) {
+    for (int e = 0; e < ENTRIES; e++) {
+        Entry *entry = &self->entries[e];
+        if (!entry->valid) continue;
+        int same = 1;
+        for (Py_ssize_t i = 0; same && i < self->nargs; i++)
+            if (self->args[i].kind == KIND_BUFFER) same = same_key(self, &entry->keys[i], &keys[i]);
+        if (same) return entry;
+    }
+    return NULL;
 }
 
 /* commit(args, blobs, grid, tensor_type, stream_fn): remember the signature
  * of `args` (every buffer argument an instance of `tensor_type`) with the
- * parameter bytes `blobs` (one bytes per slot) and default `grid`.
- * `stream_fn(0)`, when not None, gives the stream of a launch without one.
- * Returns whether it was remembered. */
+ * parameter bytes `blobs` (one bytes per slot) and default `grid`, in place
+ * of the least recently used signature.  `stream_fn(0)`, when not None,
+ * gives the stream of a launch without one (the exchange API's current
+ * stream is used instead when the type has one).  Returns whether it was
+ * remembered. */
 static PyObject *Launcher_commit(Launcher *self, PyObject *args) {
     PyObject *call_args, *blobs, *grid, *tensor_type, *stream_fn;
+    unsigned int dims[3];
     if (!PyArg_ParseTuple(args, "O!O!OOO", &PyTuple_Type, &call_args, &PyList_Type, &blobs, &grid,
                           &tensor_type, &stream_fn))
         return NULL;
-    forget(self);
     if (PyTuple_GET_SIZE(call_args) != self->nargs || PyList_GET_SIZE(blobs) != self->nslots) {
         PyErr_SetString(PyExc_ValueError, "commit: argument or blob count does not match");
         return NULL;
     }
-    if (read_dims(grid, self->grid, "grid")) return NULL;
+    if (read_dims(grid, dims, "grid")) return NULL;
     for (Py_ssize_t i = 0; i < self->nslots; i++) {
         PyObject *blob = PyList_GET_ITEM(blobs, i);
         if (!PyBytes_Check(blob) || PyBytes_GET_SIZE(blob) != self->sizes[i]) {
             PyErr_SetString(PyExc_ValueError, "commit: blobs must be bytes of their slot's size");
             return NULL;
         }
-        memcpy(self->pointers[i], PyBytes_AS_STRING(blob), PyBytes_GET_SIZE(blob));
     }
-    self->api = exchange_api(tensor_type, &self->api_capsule);
-    for (Py_ssize_t i = 0; i < self->nargs; i++) {
-        ArgSpec *a = &self->args[i];
-        if (a->kind != KIND_BUFFER) continue;
-        PyObject *arg = PyTuple_GET_ITEM(call_args, i);
-        int is_tensor = PyObject_IsInstance(arg, tensor_type);
-        if (is_tensor < 0) return forget(self), NULL;
-        if (!is_tensor) return forget(self), Py_NewRef(Py_False);
-        if (self->api) {
-            if (dl_signature(self->api, arg, &a->dl)) return forget(self), Py_NewRef(Py_False);
-        } else if (signature(arg, &a->ptr, &a->shape, &a->stride, &a->dtype)) {
-            return forget(self), NULL;
+    if (tensor_type != self->tensor_type || stream_fn != (self->stream_fn ? self->stream_fn : Py_None)) {
+        forget(self); /* another tensor type or stream rule: start afresh */
+        self->tensor_type = Py_NewRef(tensor_type);
+        self->api = exchange_api(tensor_type, &self->api_capsule);
+        if (stream_fn != Py_None) {
+            self->stream_fn = Py_NewRef(stream_fn);
+            self->stream_fn_args = Py_BuildValue("(i)", 0);
+            if (!self->stream_fn_args) return forget(self), NULL;
         }
     }
-    self->tensor_type = Py_NewRef(tensor_type);
-    if (stream_fn != Py_None) {
-        self->stream_fn = Py_NewRef(stream_fn);
-        self->stream_fn_args = Py_BuildValue("(i)", 0);
-        if (!self->stream_fn_args) return forget(self), NULL;
+    ArgKey keys[MAX_ARGS + 1];
+    memset(keys, 0, self->nargs * sizeof(ArgKey));
+    if (read_keys(self, call_args, keys)) Py_RETURN_FALSE;
+    Entry *entry = find_entry(self, keys);
+    if (!entry) {
+        entry = &self->entries[0];
+        for (int e = 0; e < ENTRIES; e++) {
+            Entry *candidate = &self->entries[e];
+            if (!candidate->valid) {
+                entry = candidate;
+                break;
+            }
+            if (candidate->last_used < entry->last_used) entry = candidate;
+        }
     }
-    self->valid = 1;
+    clear_keys(entry->keys, self->nargs);
+    memcpy(entry->keys, keys, self->nargs * sizeof(ArgKey)); /* the references move */
+    for (Py_ssize_t i = 0; i < self->nslots; i++) {
+        PyObject *blob = PyList_GET_ITEM(blobs, i);
+        memcpy(entry->pointers[i], PyBytes_AS_STRING(blob), PyBytes_GET_SIZE(blob));
+    }
+    memcpy(entry->grid, dims, sizeof dims);
+    entry->last_used = ++self->clock;
+    entry->valid = 1;
     Py_RETURN_TRUE;
 }
 
@@ -389,6 +461,12 @@ static int pack_scalar(int code, PyObject *v, unsigned char *out) {
         if (s < -limit || s >= limit) return -1;
     }
     return memcpy(out, &s, bytes), 0;
+}
+
+static int scalar_bytes(int code) {
+    if (code == S_F32) return 4;
+    if (code == S_F64) return 8;
+    return 1 << (code >= S_U8 ? code - S_U8 : code - S_I8);
 }
 
 static int read_grid(Launcher *self, PyObject *grid, unsigned int out[3]) {
@@ -449,36 +527,32 @@ static int read_stream(Launcher *self, PyObject *stream, void **out) {
 /* launcher(args, grid, stream) -> -1 (a miss: nothing launched) or the
  * CUresult of cuLaunchKernelEx. */
 static PyObject *Launcher_call(Launcher *self, PyObject *call, PyObject *kwds) {
+    (void)kwds;
     PyObject *args, *grid, *stream;
     if (!PyArg_ParseTuple(call, "O!OO", &PyTuple_Type, &args, &grid, &stream)) return NULL;
-    if (!self->valid || PyTuple_GET_SIZE(args) != self->nargs) MISS();
-    unsigned char scalars[64][8];
-    if (self->nargs > 64) MISS();
+    if (!self->tensor_type || PyTuple_GET_SIZE(args) != self->nargs) MISS();
+    ArgKey keys[MAX_ARGS + 1];
+    memset(keys, 0, self->nargs * sizeof(ArgKey));
+    if (read_keys(self, args, keys)) MISS();
+    Entry *entry = find_entry(self, keys);
+    clear_keys(keys, self->nargs);
+    if (!entry) MISS();
+    unsigned char scalars[MAX_ARGS][8];
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         ArgSpec *a = &self->args[i];
-        PyObject *arg = PyTuple_GET_ITEM(args, i);
-        if (a->kind == KIND_BUFFER) {
-            if (Py_TYPE(arg) != (PyTypeObject *)self->tensor_type) {
-                int is_tensor = PyObject_IsInstance(arg, self->tensor_type);
-                if (is_tensor != 1) MISS();
-            }
-            if (same_signature(self, a, arg) != 1) MISS();
-        } else if (a->code == S_NONE || pack_scalar(a->code, arg, scalars[i])) {
+        if (a->kind == KIND_SCALAR && (a->code == S_NONE || pack_scalar(a->code, PyTuple_GET_ITEM(args, i), scalars[i])))
             MISS();
-        }
     }
     LaunchConfig config;
     unsigned int dims[3];
-    if (grid == Py_None) memcpy(dims, self->grid, sizeof dims);
+    if (grid == Py_None) memcpy(dims, entry->grid, sizeof dims);
     else if (read_grid(self, grid, dims)) MISS();
     if (read_stream(self, stream, &config.stream)) MISS();
     for (Py_ssize_t i = 0; i < self->nargs; i++) {
         ArgSpec *a = &self->args[i];
-        if (a->kind != KIND_SCALAR) continue;
-        int bytes = a->code == S_F32 ? 4 : a->code == S_F64 ? 8
-                  : 1 << ((a->code >= S_U8 ? a->code - S_U8 : a->code - S_I8));
-        memcpy(self->pointers[a->slot], scalars[i], bytes);
+        if (a->kind == KIND_SCALAR) memcpy(entry->pointers[a->slot], scalars[i], scalar_bytes(a->code));
     }
+    entry->last_used = ++self->clock;
     config.grid_x = dims[0];
     config.grid_y = dims[1];
     config.grid_z = dims[2];
@@ -489,32 +563,47 @@ static PyObject *Launcher_call(Launcher *self, PyObject *call, PyObject *kwds) {
     int clustered = self->cluster[0] * self->cluster[1] * self->cluster[2] != 1;
     config.attrs = clustered ? &self->attribute : NULL;
     config.num_attrs = clustered ? 1 : 0;
-    int status = self->launch(&config, self->function, self->nslots ? self->pointers : NULL, NULL);
+    int status = self->launch(&config, self->function, self->nslots ? entry->pointers : NULL, NULL);
     return PyLong_FromLong(status);
 }
 
 static PyObject *Launcher_forget(Launcher *self, PyObject *unused) {
+    (void)unused;
     forget(self);
     Py_RETURN_NONE;
 }
 
+static int remembered(Launcher *self) {
+    int n = 0;
+    for (int e = 0; e < ENTRIES; e++) n += self->entries[e].valid;
+    return n;
+}
+
 static PyObject *Launcher_get_valid(Launcher *self, void *unused) {
-    return PyBool_FromLong(self->valid);
+    (void)unused;
+    return PyBool_FromLong(remembered(self) > 0);
+}
+
+static PyObject *Launcher_get_remembered(Launcher *self, void *unused) {
+    (void)unused;
+    return PyLong_FromLong(remembered(self));
 }
 
 static PyObject *Launcher_get_reads(Launcher *self, void *unused) {
-    if (!self->valid) Py_RETURN_NONE;
+    (void)unused;
+    if (!remembered(self)) Py_RETURN_NONE;
     return PyUnicode_FromString(self->api ? "dlpack-exchange" : "methods");
 }
 
 static PyMethodDef Launcher_methods[] = {
     {"commit", (PyCFunction)Launcher_commit, METH_VARARGS, "Remember a validated signature."},
-    {"forget", (PyCFunction)Launcher_forget, METH_NOARGS, "Forget the remembered signature."},
+    {"forget", (PyCFunction)Launcher_forget, METH_NOARGS, "Forget every remembered signature."},
     {NULL},
 };
 
 static PyGetSetDef Launcher_getset[] = {
     {"valid", (getter)Launcher_get_valid, NULL, "Whether a signature is remembered.", NULL},
+    {"remembered", (getter)Launcher_get_remembered, NULL, "How many signatures are remembered.", NULL},
     {"reads", (getter)Launcher_get_reads, NULL,
      "How tensors are read: 'dlpack-exchange', 'methods', or None before a commit.", NULL},
     {NULL},
@@ -527,7 +616,7 @@ static PyTypeObject LauncherType = {
     .tp_dealloc = (destructor)Launcher_dealloc,
     .tp_call = (ternaryfunc)Launcher_call,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A kernel's remembered launch: see launcher.py.",
+    .tp_doc = "A kernel's remembered launches: see launcher.py.",
     .tp_methods = Launcher_methods,
     .tp_getset = Launcher_getset,
     .tp_init = (initproc)Launcher_init,
@@ -535,7 +624,7 @@ static PyTypeObject LauncherType = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_launcher", "tilec's compiled launch path.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_launcher", "tilec's compiled launch path.", -1, NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__launcher(void) {

@@ -558,9 +558,9 @@ class Kernel:
     default stream.  The call returns once the kernel is queued, except
     that numpy arrays are copied back, which waits for the kernel.
 
-    A launch whose arguments have the signature of the previous one (the
-    same tensors' pointers, shapes, strides and dtypes) is replayed by the
-    kernel's `Launcher` with no checks repeated; any other goes through
+    A launch whose arguments have the signature of one of the last few
+    (the same tensors' pointers, shapes, strides and dtypes) is replayed by
+    the kernel's `Launcher` with no checks repeated; any other goes through
     the full checks here (the slow path), which the launcher then
     remembers.  Encoded tensor maps are kept per (map, address), so a
     change of pointers costs at most one encode per map."""

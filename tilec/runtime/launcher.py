@@ -1,15 +1,17 @@
 """The fast launch path: a kernel's last validated launch, replayed.
 
 `Kernel.__call__` (launch.py) first offers its arguments to the kernel's
-`Launcher`.  The launcher remembers the signature of the last launch the
-slow path validated -- per buffer argument the tensor's data pointer, shape,
-strides and dtype -- and the packed parameter bytes that went with it
-(buffer pointers, encoded tensor maps, bound extents).  Arguments with the
-same signature need none of the slow path's work: the launcher writes the
-scalar parameters into its preallocated buffer, picks the stream and calls
-cuLaunchKernelEx.  Anything it cannot prove identical is a miss (-1),
-nothing launched, and the slow path checks, encodes, launches and commits
-the new signature.
+`Launcher`.  The launcher remembers the signatures of the last few (4)
+launches the slow path validated -- per buffer argument the tensor's data
+pointer, shape, strides and dtype -- each with the packed parameter bytes
+that went with it (buffer pointers, encoded tensor maps, bound extents).
+Arguments with a remembered signature need none of the slow path's work:
+the launcher writes the scalar parameters into that signature's
+preallocated buffer, picks the stream and calls cuLaunchKernelEx.  Anything
+it cannot prove identical is a miss (-1), nothing launched, and the slow
+path checks, encodes, launches and commits the new signature in place of
+the least recently used one (so code that rotates among a few sets of
+tensors stays on the fast path).
 
 Only tensors of one type (torch.Tensor) take this path: their pointer,
 shape, strides and dtype are read directly, and a pointer identifies its
@@ -29,8 +31,10 @@ import math
 import os
 import struct
 import threading
+from collections import OrderedDict
 
 BUFFER, SCALAR = 0, 1
+ENTRIES = 4  # signatures remembered per kernel (as _launcher.c's ENTRIES)
 # scalar dtype -> the code both implementations use; other dtypes (f16,
 # bf16...) always miss and are packed by the slow path
 SCALAR_CODES = {
@@ -70,12 +74,26 @@ _LAUNCH_PROTOTYPE = ctypes.CFUNCTYPE(
 )
 
 
+class _Entry:
+    """One remembered signature's parameter buffer (each slot 64-byte
+    aligned) and default grid."""
+
+    def __init__(self, sizes: list[int]):
+        slots = [-(-max(size, 1) // _ALIGN) * _ALIGN for size in sizes]
+        self.storage = ctypes.create_string_buffer(sum(slots) + _ALIGN)
+        base = ctypes.addressof(self.storage) + (-ctypes.addressof(self.storage) % _ALIGN)
+        self.addresses = [base + sum(slots[:i]) for i in range(len(slots))]
+        self.pointers = (ctypes.c_void_p * max(len(slots), 1))(*self.addresses)
+        self.params = ctypes.addressof(self.pointers) if slots else None
+        self.grid = (1, 1, 1)
+
+
 class PyLauncher:
     """The pure-Python launcher; see the module docstring.  Same interface
-    as the compiled one: ``Launcher(function, launch, block, cluster,
-    shared_bytes, slot_sizes, specs)``, ``commit(args, blobs, grid,
+    and behaviour as the compiled one: ``Launcher(function, launch, block,
+    cluster, shared_bytes, slot_sizes, specs)``, ``commit(args, blobs, grid,
     tensor_type, stream_fn)``, ``launcher(args, grid, stream)`` -> -1 or the
-    CUresult."""
+    CUresult; the last `ENTRIES` signatures are remembered."""
 
     def __init__(self, function, launch, block, cluster, shared_bytes, slot_sizes, specs):
         self._lock = threading.Lock()
@@ -83,19 +101,8 @@ class PyLauncher:
         self._function = function
         self._cluster = tuple(cluster)
         self._sizes = list(slot_sizes)
-        slots = [-(-max(size, 1) // _ALIGN) * _ALIGN for size in self._sizes]
-        self._storage = ctypes.create_string_buffer(sum(slots) + _ALIGN)
-        start = -ctypes.addressof(self._storage) % _ALIGN
-        self._offsets = [start + sum(slots[:i]) for i in range(len(slots))]
-        self._pointers = (ctypes.c_void_p * max(len(slots), 1))(
-            *(ctypes.addressof(self._storage) + off for off in self._offsets)
-        )
-        self._buffers = [(i, slot) for i, (kind, slot, _code) in enumerate(specs) if kind == BUFFER]
-        self._scalars = [
-            (i, self._offsets[slot], _STRUCT_FORMAT.get(code))
-            for i, (kind, slot, code) in enumerate(specs)
-            if kind == SCALAR
-        ]
+        self._buffers = [i for i, (kind, _slot, _code) in enumerate(specs) if kind == BUFFER]
+        self._scalars = [(i, slot, _STRUCT_FORMAT.get(code)) for i, (kind, slot, code) in enumerate(specs) if kind == SCALAR]
         self._nargs = len(specs)
         self._config = _Config()
         self._config.block[:] = tuple(block)
@@ -105,12 +112,17 @@ class PyLauncher:
         if math.prod(self._cluster) != 1:
             self._config.attrs = ctypes.pointer(self._attribute)
             self._config.num_attrs = 1
-        self._params = ctypes.addressof(self._pointers) if slots else None
-        self.forget()
+        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()  # least recently used first
+        self._tensor_type = None
+        self._stream_fn = None
 
     @property
     def valid(self) -> bool:
-        return self._keys is not None
+        return bool(self._entries)
+
+    @property
+    def remembered(self) -> int:
+        return len(self._entries)
 
     @property
     def reads(self) -> str | None:
@@ -119,51 +131,59 @@ class PyLauncher:
         return "methods" if self.valid else None
 
     def forget(self) -> None:
-        self._keys = None
-        self._tensor_type = None
-        self._stream_fn = None
-        self._grid = (1, 1, 1)
+        with self._lock:
+            self._entries.clear()
+            self._tensor_type = None
+            self._stream_fn = None
+
+    def _key(self, args, tensor_type):
+        for i in self._buffers:
+            if not isinstance(args[i], tensor_type):
+                return None
+        return tuple(_signature(args[i]) for i in self._buffers)
 
     def commit(self, args, blobs, grid, tensor_type, stream_fn) -> bool:
-        self.forget()
         if len(args) != self._nargs or [len(b) for b in blobs] != self._sizes:
             raise ValueError("commit: argument or blob count does not match")
-        keys = []
-        for i, _slot in self._buffers:
-            if not isinstance(args[i], tensor_type):
-                return False
-            keys.append(_signature(args[i]))
         with self._lock:
-            for blob, offset in zip(blobs, self._offsets):
-                ctypes.memmove(ctypes.addressof(self._storage) + offset, blob, len(blob))
-            self._grid = tuple(grid)
-            self._tensor_type = tensor_type
-            self._stream_fn = stream_fn
-            self._keys = keys
+            if tensor_type is not self._tensor_type or stream_fn is not self._stream_fn:
+                self._entries.clear()  # another tensor type or stream rule: start afresh
+                self._tensor_type, self._stream_fn = tensor_type, stream_fn
+            key = self._key(args, tensor_type)
+            if key is None:
+                return False
+            entry = self._entries.pop(key, None)
+            if entry is None:
+                entry = _Entry(self._sizes)
+                if len(self._entries) >= ENTRIES:
+                    self._entries.popitem(last=False)
+            for blob, address in zip(blobs, entry.addresses):
+                ctypes.memmove(address, blob, len(blob))
+            entry.grid = tuple(grid)
+            self._entries[key] = entry
         return True
 
     def __call__(self, args, grid, stream) -> int:
-        keys = self._keys
-        if keys is None or len(args) != self._nargs:
-            return -1
         tensor_type = self._tensor_type
-        for (i, _slot), key in zip(self._buffers, keys):
-            arg = args[i]
-            if not isinstance(arg, tensor_type) or _signature(arg) != key:
-                return -1
-        dims = self._grid if grid is None else _grid(grid, self._cluster)
-        handle = _stream(stream, self._stream_fn)
-        if dims is None or handle is None:
+        if tensor_type is None or len(args) != self._nargs:
             return -1
+        key = self._key(args, tensor_type)
         with self._lock:
-            base = ctypes.addressof(self._storage)
-            for i, offset, fmt in self._scalars:
-                if fmt is None or not _pack_into(fmt, base + offset, args[i]):
+            entry = self._entries.get(key) if key is not None else None
+            if entry is None:
+                return -1
+            dims = entry.grid if grid is None else _grid(grid, self._cluster)
+            handle = _stream(stream, self._stream_fn)
+            if dims is None or handle is None:
+                return -1
+            for i, slot, fmt in self._scalars:
+                if fmt is None or not _pack_into(fmt, entry.addresses[slot], args[i]):
                     return -1
+            self._entries.move_to_end(key)
             config = self._config
             config.grid[:] = dims
             config.stream = handle
-            return self._launch(ctypes.byref(config), self._function, self._params, None)
+            return self._launch(ctypes.byref(config), self._function, entry.params, None)
 
 
 def _signature(tensor) -> tuple:
