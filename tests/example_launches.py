@@ -44,6 +44,8 @@ SMALL = {
     "hopper/hgemm_v5.tile": {"M": 128, "N": 128, "K": 320},
     "hopper/hgemm_v6.tile": {"M": 256, "N": 128, "K": 192, "SM_COUNT": 1},
     "hopper/hgemm_v7.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
+    # a ring that wraps three times, the last pass partial
+    "hopper/gemm_small_m.tile": {"M": 24, "N": 128, "K": 576, "STAGES": 3},
 }
 
 NOT_LAUNCHED = {
