@@ -64,3 +64,20 @@ def test_stream_copy(target, ctas, stages, ahead):
     b = np.full_like(a, np.nan)
     launch((EXAMPLES / "tma_stream_copy.tile").read_text(), target, a, b, defines=defines)
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("case", tma_kernels.edge_cases(), ids=lambda c: c.name)
+def test_run_time_starts_at_every_edge_position(case, target):
+    """Issue 18 item 1: a run-time start at every row (and 16-byte column)
+    position, on tiles as long as the tensor too, loads and stores, the
+    output poisoned with NaN each time."""
+    r_ = compile_source(case.source(), "test.tile", target=target)
+    kernel = CompiledModule(r_.ptx, r_.meta, target).kernel()
+    bad = []
+    for r, c in case.starts():
+        args = case.inputs(seed=r * 131 + c)
+        want_g, want_t = case.expected(args["G"], args["T"], r, c)
+        kernel(args["G"], args["T"], r, c)
+        if not (tma_kernels.same_bits(args["G"], want_g) and tma_kernels.same_bits(args["T"], want_t)):
+            bad.append((r, c))
+    assert not bad, f"{case.name}: wrong at starts {bad[:8]}"

@@ -338,7 +338,8 @@ def test_other_user_errors():
         ((None, (8, 64), sw, (8, 64), ([(0, 8), (0, 64)], [(0, 8), (0, 32)]), "f16", "g2s"), "differ"),
         ((None, (8, 64), sw, (8, 64), (full((8, 64)), full((8, 64))), "i32", "g2s", "nan"), "float"),
         ((None, (8, 64), None, (8, 64), ([(0, 1), (0, 1)], [(0, 1), (0, 1)]), "f16", "g2s"), "one element"),
-        ((None, (8, 64), None, (8, 64), ([(4, 8), (0, 64)], full((8, 64))), "f16", "g2s"), "outside"),
+        ((None, (8, 64), None, (8, 64), ([(8, 8), (0, 64)], full((8, 64))), "f16", "g2s"), "outside"),
+        ((None, (8, 64), None, (8, 64), (full((8, 64)), [(4, 8), (0, 64)]), "f16", "g2s"), "outside"),
         ((make((8, 32), (128, 1)), (8, 64), None, (8, 64), (full((8, 64)), full((8, 64))), "f16", "g2s"),
          "elements"),
         ((make((2, 4, 64), (64, 512, 1)), (8, 64), None, (8, 64), (full((8, 64)), full((8, 64))), "f16", "g2s"),
@@ -396,7 +397,7 @@ def copies(draw):
             g_region.append((draw(st.integers(0, g - n)), n))
         elif kind == "symbol":  # any start
             g_region.append((name, n))
-            inside[name], ragged[name] = draw(st.integers(0, g - n)), draw(st.integers(0, g - 1)) if g > n else 0
+            inside[name], ragged[name] = draw(st.integers(0, g - n)), draw(st.integers(0, g - 1))
         else:  # a tile index: the start a known multiple of the tile, the last tile partial
             g_region.append((tiles(name, n), n))
             inside[name], ragged[name] = draw(st.integers(0, g // n - 1)), -(-g // n) - 1
@@ -411,3 +412,61 @@ def test_random_plans_are_exact(copy):
         check(None, gshape, slayout, tile, g_region, full(tile), dtype, envs)
     except TilecError:
         assert not plain
+
+
+# --------------------------------------------------------------------------
+# Run-time starts on regions as long as their dim (issue 18, item 1)
+# --------------------------------------------------------------------------
+
+EDGES = [0, 1, 7, 8, 31, 32, 63]
+
+
+@pytest.mark.parametrize("direction", ["g2s", "s2g"])
+def test_full_length_region_keeps_its_run_time_start(direction):
+    """A region as long as its global dim may still start anywhere: what
+    lies past the edge is filled (load) or skipped (store).  Dropping the
+    start read rows 0..63 for A[r : r + 64] of a 64-row tensor."""
+    layout = mma_shared_layout("f16", 3, (64, 64))
+    rows = check(None, (64, 64), layout, (64, 64), [("r", 64), (0, 64)], full((64, 64)), "f16",
+                 [{"r": r} for r in EDGES], direction=direction)
+    assert rows.issues[0].coords == (Affine(), Affine.of("r"))
+    cols = check(None, (64, 64), None, (64, 64), [(0, 64), ("c", 64)], full((64, 64)), "f16",
+                 [{"c": c} for c in EDGES], direction=direction)
+    assert cols.issues[0].coords[0] == Affine.of("c")
+
+
+def test_unit_dim_run_time_start_is_bounded_by_its_dim():
+    """A[b, :, :] of a tensor with one b: b = 0 is the tile, any other b is
+    past the edge and filled; the unit dim gets a descriptor dim to say so."""
+    layout = mma_shared_layout("f16", 3, (8, 64))
+    plan = check(None, (1, 8, 64), layout, (8, 64), [("b", 1), (0, 8), (0, 64)], full((8, 64)), "f16",
+                 [{"b": 0}, {"b": 1}, {"b": 5}])
+    assert plan.dims[-1] == 1 and plan.issues[0].coords[-1] == Affine.of("b")
+
+
+def test_a_clipped_dim_is_never_merged_into_the_next():
+    """Rows of 8 bytes merge into one long dim when they are whole; a row
+    with a run-time start would spill into the next row after the merge
+    instead of being clipped, so it stays a dim of its own (or is refused)."""
+    envs = [{"r": 0, "c": 0}, {"r": 3, "c": 1}, {"r": 60, "c": 7}]
+    try:
+        check(None, (64, 8), None, (64, 8), [("r", 64), ("c", 8)], full((64, 8)), "u8", envs)
+    except TilecError as err:
+        assert "16" in err.message  # an 8-byte row stride has no descriptor
+
+
+# --------------------------------------------------------------------------
+# Constant regions past the tensor's edge (issue 18, item 2)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["g2s", "s2g"])
+@pytest.mark.parametrize("start", [120, 127, 64])
+def test_constant_region_past_the_edge_is_clipped(direction, start):
+    """A[120:136, 0:64] of 128 rows moves rows 120..127 and fills (load) or
+    skips (store) the other 8, exactly as the same region with a run-time
+    start does."""
+    layout = mma_shared_layout("f16", 3, (16, 64))
+    plan = check(None, (128, 64), layout, (16, 64), [(start, 16), (0, 64)], full((16, 64)), "f16",
+                 direction=direction)
+    assert plan.issues[0].coords == (Affine(), Affine(start))

@@ -509,3 +509,61 @@ def test_stream_copy_in_the_simulator(ctas, stages, ahead):
     b = np.full_like(a, np.nan)
     tma_ptx_sim.run(ptx, meta, {"A": a, "B": b})
     np.testing.assert_array_equal(a, b)
+
+
+# --------------------------------------------------------------------------
+# Run-time starts at the tensor's edge (issue 18, item 1)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", tma_kernels.edge_cases(), ids=lambda c: c.name)
+def test_run_time_starts_at_the_edge_in_the_simulator(case):
+    """The issue's kernel and its relatives: a run-time start on a tile as
+    long as its dim moves the tile from there (clipped), it is not dropped.
+    A few starts per case here (the GPU test takes them all)."""
+    ptx, meta = build(case.source())
+    starts = case.starts()
+    for r, c in [starts[1], starts[len(starts) // 2], starts[-1]]:
+        args = case.inputs(seed=r + c)
+        want_g, want_t = case.expected(args["G"], args["T"], r, c)
+        tma_ptx_sim.run(ptx, meta, {**args, "r": r, "c": c})
+        assert tma_kernels.same_bits(args["G"], want_g) and tma_kernels.same_bits(args["T"], want_t), (r, c)
+
+
+def test_constant_region_past_the_edge_through_a_const():
+    """A[120:136, 0:64] of 128 rows (here through a const): TMA fills the 8
+    rows past the edge on a load and skips them on a store."""
+    text = """
+const ROW = 120
+kernel k(A: f16[128, 64], B: f16[16, 64]):
+    cta_id([1]); tid = thread_id([32])
+    dyn = alloc([2056], u8, scope="shared.dyn")
+    sm = decl_buffer((16, 64), f16, data=dyn, elem_offset=0, layout=tma_shared_layout(f16, 3, (16, 64)))
+    bar = decl_buffer([1], u64, data=dyn, elem_offset=256)
+    if tid == 0:
+        ptx.mbarrier.init(bar.ptr_to([0]), 1)
+    ptx.fence.proxy_async("shared::cta"); cuda.cta_sync()
+    if tid == 0:
+        copy_async(sm[0:16, 0:64], A[ROW : ROW + 16, 0:64], dispatch="tma", mbar=bar.ptr_to([0]))
+        ptx.mbarrier.arrive.expect_tx(bar.ptr_to([0]), 2048)
+    ptx.mbarrier.try_wait(bar.ptr_to([0]), 0)
+    cuda.cta_sync()
+    cta.copy(B[:, :], sm[:, :])
+"""
+    ptx, meta = build(text)
+    a = np.random.default_rng(3).standard_normal((128, 64)).astype(np.float16)
+    b = np.full((16, 64), np.nan, np.float16)
+    tma_ptx_sim.run(ptx, meta, {"A": a, "B": b})
+    np.testing.assert_array_equal(b[:8], a[120:])
+    assert not b[8:].any()
+
+
+def test_region_past_the_edge_is_refused_where_memory_would_be_touched():
+    """The same region through a plain copy really reads past the tensor."""
+    text = """
+kernel k(A: f16[128, 64], B: f16[16, 64]):
+    cta_id([1]); tid = thread_id([32])
+    cta.copy(B[:, :], A[120:136, 0:64])
+"""
+    with pytest.raises(TilecError, match="slice 120:136 is out of bounds for dimension 0 of 'A'"):
+        build(text)

@@ -214,3 +214,110 @@ def grid_cases() -> list:
         Case("reduce-f16", "f16", (32, 128), (32, 128), (16, 64), (2, 2), (0, 0), "reduce", 3),
     ]
     return cases
+
+
+# --------------------------------------------------------------------------
+# Run-time starts at every edge position (issue 18, item 1)
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class EdgeCase:
+    """One TMA copy of a `tile` at a run-time start (r, c) of a tensor G,
+    through a 128B-swizzled shared tile, to or from a dense tile T:
+
+    - "load":  G[r : r + TR, c : c + TC] -> shared -> T; the rows and
+      columns past G's edge must read 0;
+    - "store": T -> shared -> G[r : r + TR, c : c + TC]; only the part
+      inside G is written.
+
+    The output (T or G) is poisoned first.  A tile as long as its dim
+    (TR == R) is the case a planner once got wrong: it dropped the start."""
+
+    name: str
+    dtype: str
+    shape: tuple  # G
+    tile: tuple  # (TR, TC)
+    direction: str
+
+    def source(self) -> str:
+        (R, C), (TR, TC), dt = self.shape, self.tile, self.dtype
+        sm = "sm[:, :]"
+        g = f"G[r : r + {TR}, c : c + {TC}]"
+        if self.direction == "load":
+            body = [
+                "    if tid == 0:",
+                f'        copy_async({sm}, {g}, dispatch="tma", mbar=bar.ptr_to([0]))',
+                f"        ptx.mbarrier.arrive.expect_tx(bar.ptr_to([0]), {TR * TC * DTYPES[dt].bytes})",
+                "    ptx.mbarrier.try_wait(bar.ptr_to([0]), 0)",
+                "    cuda.cta_sync()",
+                f"    cta.copy(T[:, :], {sm})",
+            ]
+        else:
+            body = [
+                f"    cta.copy({sm}, T[:, :])",
+                '    ptx.fence.proxy_async("shared::cta")',
+                "    cuda.cta_sync()",
+                "    if tid == 0:",
+                f'        copy_async({g}, {sm}, dispatch="tma")',
+                "        ptx.cp_async.bulk.commit_group()",
+                "        ptx.cp_async.bulk.wait_group(0)",
+            ]
+        lines = [
+            f"kernel tma_edge(G: {dt}[{R}, {C}], T: {dt}[{TR}, {TC}], r: i32, c: i32):",
+            "    cta_id([1])",
+            f"    tid = thread_id([{THREADS}])",
+            "    pool = smem_pool()",
+            "    bar = pool.alloc((1,), u64, align=8)",
+            "    pool.move_base_to(1024)",
+            f"    sm = pool.alloc(({TR}, {TC}), {dt}, layout=tma_shared_layout({dt}, 3, ({TR}, {TC})), align=1024)",
+            "    pool.commit()",
+            "    if tid == 0:",
+            "        ptx.mbarrier.init(bar.ptr_to([0]), 1)",
+            "    ptx.fence.mbarrier_init()",
+            "    cuda.cta_sync()",
+        ]
+        return "\n".join(lines + body) + "\n"
+
+    def starts(self) -> list:
+        """Every start from inside to the last one that still overlaps the
+        tensor, along each dim on its own (the other start 0), and the far
+        corner; column starts in whole 16-byte steps are not needed by TMA,
+        but every row start is taken."""
+        (R, C), (TR, TC) = self.shape, self.tile
+        step = 16 // DTYPES[self.dtype].bytes
+        out = [(r, 0) for r in range(R)] + [(0, c) for c in range(step, C, step)]
+        return out + [(R - 1, C - step), (R - TR // 2, C - TC // 2)]
+
+    def inputs(self, seed: int = 0) -> dict:
+        rng = np.random.default_rng(seed)
+        t = np.dtype(DTYPES[self.dtype].numpy)
+        g, tile = rng.standard_normal(self.shape).astype(t), rng.standard_normal(self.tile).astype(t)
+        if self.direction == "load":
+            tile = np.full(self.tile, np.nan, t)
+        else:
+            g = np.full(self.shape, np.nan, t)
+        return {"G": g, "T": tile}
+
+    def expected(self, g: np.ndarray, tile: np.ndarray, r: int, c: int) -> tuple:
+        """(G, T) after the kernel at start (r, c)."""
+        (R, C), (TR, TC) = self.shape, self.tile
+        rows, cols = max(0, min(TR, R - r)), max(0, min(TC, C - c))
+        g, tile = g.copy(), tile.copy()
+        if self.direction == "load":
+            tile[:] = 0
+            tile[:rows, :cols] = g[r : r + rows, c : c + cols]
+        else:
+            g[r : r + rows, c : c + cols] = tile[:rows, :cols]
+        return g, tile
+
+
+def edge_cases() -> list:
+    """Tiles as long as the tensor in rows, in columns and in both, and a
+    tile shorter than both dims, each direction."""
+    cases = []
+    for direction in ("load", "store"):
+        for shape, tile in (((64, 64), (64, 64)), ((96, 64), (32, 64)), ((64, 128), (64, 64)), ((40, 128), (16, 64))):
+            cases.append(EdgeCase(f"{direction}-{shape[0]}x{shape[1]}-tile{tile[0]}x{tile[1]}", "f16", shape, tile,
+                                  direction))
+    return cases

@@ -207,6 +207,12 @@ def _memory_only(layout: TileLayout, side: str) -> None:
 
 
 def _check_region(region: Region, shape: tuple[int, ...], side: str) -> list[tuple[Affine, int]]:
+    """The region's (start, extent) per dim.  A global region may run past
+    the tensor's end (the hardware fills or skips what lies outside, see
+    Coordinates), so its start is kept even when its extent is the whole
+    dim: `A[r : r + 64]` of 64 rows is rows r.. of the tensor, clipped, not
+    rows 0..63.  A shared region must lie in its buffer, so one as long as
+    its dim starts at 0 whatever start it names."""
     if len(region) != len(shape):
         raise TilecError(f"the {side} region has {len(region)} dims but the buffer has {len(shape)}")
     out = []
@@ -214,12 +220,12 @@ def _check_region(region: Region, shape: tuple[int, ...], side: str) -> list[tup
         start = Affine.of(start)
         if type(count) is not int or count < 1:
             raise TilecError(f"the {side} region's extent on dim {d} must be a positive integer, got {count!r}")
-        if count > shape[d] or (start.is_const and not 0 <= start.const <= shape[d] - count):
+        last = shape[d] - 1 if side == "global" else shape[d] - count
+        if count > shape[d] or (start.is_const and not 0 <= start.const <= last):
             raise TilecError(
                 f"the {side} region [{start} : {start} + {count}] is outside dim {d} (extent {shape[d]})"
             )
-        # A region as long as its dim can only start at 0.
-        out.append((Affine() if count == shape[d] else start, count))
+        out.append((Affine() if side == "shared" and count == shape[d] else start, count))
     return out
 
 
@@ -237,8 +243,17 @@ def _global_dims(layout: TileLayout, shape, region) -> list[_GlobalDim]:
                 f"TMA needs one stride per global dim, but dim {d} of {layout} over {shape} "
                 f"has strides {tuple(str(it) for it in iters)}"
             )
-        dims.append(_GlobalDim(shape[d], iters[0].stride if iters else 0, start, count))
+        dims.append(_GlobalDim(shape[d], iters[0].stride if iters else _unit_stride(grouped.layout), start, count))
     return dims
+
+
+def _unit_stride(layout: TileLayout) -> int:
+    """A stride for a global dim of extent 1, which only a run-time start
+    puts in the descriptor (to clip every start but 0): any legal stride
+    does, so the one a dim outside the whole tensor would have, in whole
+    16-element steps (16 bytes or more for every element size)."""
+    span = max((it.extent * it.stride for it in layout.shard), default=1)
+    return -(-span // 16) * 16
 
 
 def _shared_digits(layout: TileLayout, shape, region, copy_shape, gdims) -> tuple[Affine, list[_Digit]]:
@@ -381,7 +396,10 @@ def _merge(dims: list[_Dim], elem: int) -> list[_Dim]:
     j = 0
     while j + 1 < len(dims):
         a, b = dims[j], dims[j + 1]
-        contiguous = a.box == a.extent and b.stride == a.stride * a.extent
+        # Only a dim whose box never clips merges: a start or issue step
+        # on it would run into the next row of the merged dim, not clip.
+        whole = a.box == a.extent and a.base == Affine() and not any(a.steps)
+        contiguous = whole and b.stride == a.stride * a.extent
         if contiguous and ((b.stride * elem) % STRIDE_ALIGN or len(dims) > MAX_RANK):
             dims[j : j + 2] = [
                 _Dim(
