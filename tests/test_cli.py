@@ -281,3 +281,20 @@ def test_an_exception_that_is_not_a_user_error_is_an_internal_compiler_error(tmp
     assert "tilec: internal compiler error: RuntimeError: kaboom" in r.stderr
     assert ("rerun with --traceback" in r.stderr) != traceback
     assert ("Traceback (most recent call last)" in r.stderr) == traceback
+
+
+def test_a_crash_with_dump_dir_leaves_a_reproducer(tmp_path):
+    path = write(tmp_path, GOOD)
+    dumps = tmp_path / "dumps"
+    r = subprocess.run(
+        [sys.executable, "-c", _CRASH, str(path), "--emit", "ir", "--dump-dir", str(dumps)],
+        capture_output=True,
+        text=True,
+        cwd=TILEC.parent.parent,
+    )
+    assert r.returncode == 2
+    (failed,) = dumps.glob("*-fold-constants.failed.tile")
+    assert f"tilec: note: the IR pass 'fold-constants' was given is in {failed}" in r.stderr
+    position = int(failed.name[:2])
+    previous = dumps / f"{position - 1:02d}-{pass_manager().names[position - 2]}.tile"
+    assert failed.read_text() == previous.read_text()  # the input is the previous pass's output

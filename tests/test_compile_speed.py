@@ -41,9 +41,9 @@ def test_compiling_to_ptx_loads_no_runtime_and_no_heavy_library(example, tmp_pat
 
 
 class _Decl(Pass):
-    def __init__(self, name, requires, provides, invalidates):
+    def __init__(self, name, requires, provides):
         self.name = name
-        self.requires, self.provides, self.invalidates = requires, provides, invalidates
+        self.requires, self.provides = requires, provides
 
     def apply(self, module, ctx):
         return module
@@ -52,8 +52,8 @@ class _Decl(Pass):
 @st.composite
 def _pipelines(draw):
     """Up to 7 passes over up to 6 properties, each property provided by at
-    most one pass; requirements and invalidations drawn freely (so some
-    pipelines have cycles)."""
+    most one pass; requirements drawn freely (so some pipelines have
+    cycles)."""
     n = draw(st.integers(1, 7))
     props = [f"p{i}" for i in range(draw(st.integers(0, 6)))]
     owner = {p: draw(st.integers(0, n - 1)) for p in props}
@@ -61,22 +61,19 @@ def _pipelines(draw):
     for i in range(n):
         provides = frozenset(p for p in props if owner[p] == i)
         requires = frozenset(draw(st.lists(st.sampled_from(props), max_size=3))) if props else frozenset()
-        invalidates = frozenset(draw(st.lists(st.sampled_from(props), max_size=2))) if props else frozenset()
-        passes.append(_Decl(f"pass{n - i}", requires, provides, invalidates))
+        passes.append(_Decl(f"pass{n - i}", requires, provides))
     return passes
 
 
 def _reference_order(passes):
     """networkx's lexicographic topological sort by registration order over
-    provider -> requirer and requirer -> invalidator edges; None on a cycle."""
+    provider -> requirer edges; None on a cycle."""
     index = {p.name: i for i, p in enumerate(passes)}
     provider = {prop: p.name for p in passes for prop in p.provides}
     graph = nx.DiGraph()
     graph.add_nodes_from(index)
     for p in passes:
         graph.add_edges_from((provider[prop], p.name) for prop in p.requires)
-        graph.add_edges_from((q.name, p.name) for prop in p.invalidates for q in passes
-                             if q is not p and prop in q.requires)
     try:
         return list(nx.lexicographical_topological_sort(graph, key=index.__getitem__))
     except nx.NetworkXUnfeasible:
@@ -96,5 +93,5 @@ def test_order_is_networkx_lexicographic_topological_sort(passes):
 
 def test_a_pass_requiring_what_it_provides_is_a_cycle_through_itself():
     with pytest.raises(PipelineError) as info:
-        order_passes([_Decl("a", frozenset({"p"}), frozenset({"p"}), frozenset())])
+        order_passes([_Decl("a", frozenset({"p"}), frozenset({"p"}))])
     assert str(info.value) == "the passes form a cycle: a -> a (a -> a for 'p')"

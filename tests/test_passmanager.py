@@ -24,11 +24,10 @@ from tilec.grammar.parser import parse
 class Step(Pass):
     """A pass that records that it ran and appends a const named after itself."""
 
-    def __init__(self, name, requires=(), provides=(), invalidates=(), log=None):
+    def __init__(self, name, requires=(), provides=(), log=None):
         self.name = name
         self.requires = frozenset(requires)
         self.provides = frozenset(provides)
-        self.invalidates = frozenset(invalidates)
         self.log = log if log is not None else []
 
     def apply(self, module, ctx):
@@ -55,15 +54,6 @@ def test_order_follows_dependencies_not_registration():
 def test_independent_passes_keep_registration_order():
     passes = [Step("root", provides={"r"})] + [Step(n, requires={"r"}) for n in "zyx"]
     assert names(order_passes(passes)) == ["root", "z", "y", "x"]
-
-
-def test_a_requirer_runs_before_the_pass_that_invalidates_its_property():
-    passes = [
-        Step("make", provides={"p"}),
-        Step("destroy", requires={"p"}, invalidates={"p"}),
-        Step("use", requires={"p"}),
-    ]
-    assert names(order_passes(passes)) == ["make", "use", "destroy"]
 
 
 def test_missing_provider_is_named():
@@ -245,3 +235,114 @@ def test_compile_source_applies_defines_and_reports_timings():
     assert result.module.kernels[0].params[0].shape == (ir.Int(8),)
     assert list(result.timings) == ["parse", "expand-inline", "check-asserts", "lower-scheduler", "fold-constants"]
     assert result.ptx is None and result.meta is None
+
+
+# --------------------------------------------------------------------------
+# Honest declarations, instrumentation hooks, failure reproducers
+# --------------------------------------------------------------------------
+
+
+def test_a_property_nobody_needs_is_rejected_unless_it_is_a_product():
+    passes = [Step("parse", provides={"parsed"}), Step("emit", requires={"parsed"}, provides={"ptx"})]
+    with pytest.raises(PipelineError) as info:
+        PassManager(passes)
+    assert str(info.value) == (
+        "pass 'emit' provides 'ptx', which no pass or the verifier requires and which is not a product of the pipeline"
+    )
+    PassManager(passes, products=("ptx",))
+    PassManager([passes[0]], verify=lambda m, c: None, verify_requires=("parsed",))
+
+
+def test_the_verifier_cannot_run_before_what_it_reads_is_established():
+    passes = [Step("parse", provides={"parsed"}), Step("fold", requires={"parsed"}, provides={"folded"})]
+    with pytest.raises(PipelineError, match="the verifier runs after 'parse' but requires 'folded', not established"):
+        PassManager(passes, verify=lambda m, c: None, verify_after=("parse",), verify_requires=("folded",))
+
+
+def test_the_default_pipeline_declares_only_what_is_used():
+    manager = pass_manager()
+    required = set(manager.verify_requires).union(*(p.requires for p in manager.passes))
+    provided = set().union(*(p.provides for p in manager.passes))
+    assert provided - required == {"ptx"}
+
+
+class Recorder:
+    """An instrumentation that logs every hook call."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def before_pass(self, p, module, ctx, position):
+        self.log.append(("before", p.name, position, None if module is None else len(module.consts)))
+
+    def after_pass(self, p, module, ctx, position):
+        self.log.append(("after", p.name, position, len(module.consts)))
+
+    def after_pass_failed(self, p, module, ctx, position, error):
+        self.log.append(("failed", p.name, position, len(module.consts), str(error)))
+
+    def after_pipeline(self, ctx):
+        self.log.append(("end",))
+
+
+class Boom(Step):
+    def apply(self, module, ctx):
+        raise RuntimeError("kaboom")
+
+
+def test_instrumentation_hooks_run_around_each_pass_and_after_a_failure():
+    log = []
+    _manager([]).run(None, PassContext(options=Options(instrumentations=(Recorder(log),))))
+    assert log == [
+        ("before", "parse", 1, None), ("after", "parse", 1, 1),
+        ("before", "fold", 2, 1), ("after", "fold", 2, 2),
+        ("before", "emit", 3, 2), ("after", "emit", 3, 3),
+        ("end",),
+    ]
+    log.clear()
+    manager = PassManager([Step("parse", provides={"parsed"}), Boom("emit", requires={"parsed"})])
+    with pytest.raises(RuntimeError):
+        manager.run(None, PassContext(options=Options(instrumentations=(Recorder(log),))))
+    assert log == [("before", "parse", 1, None), ("after", "parse", 1, 1), ("before", "emit", 2, 1),
+                   ("failed", "emit", 2, 1, "kaboom")]
+
+
+def test_a_verifier_error_is_a_failure_of_the_pass_it_follows(tmp_path):
+    def verify(module, ctx):
+        if len(module.consts) == 2:
+            raise TilecError("broken")
+
+    log = []
+    opts = Options(verify_each=True, dump_dir=str(tmp_path), instrumentations=(Recorder(log),))
+    with pytest.raises(TilecError) as info:
+        _manager([], verify).run(None, PassContext(options=opts))
+    assert log[-1][:4] == ("failed", "fold", 2, 1)
+    failed = tmp_path / "02-fold.failed.tile"
+    assert info.value.notes == ("found by the verifier after pass 'fold'", f"the IR pass 'fold' was given is in {failed}")
+    assert [c.name for c in parse(failed.read_text(), "x").consts] == ["parse"]
+
+
+def test_a_crashing_pass_leaves_its_input_in_the_dump_dir(tmp_path):
+    manager = PassManager([Step("parse", provides={"parsed"}), Boom("emit", requires={"parsed"})])
+    with pytest.raises(RuntimeError) as info:
+        manager.run(None, PassContext(options=Options(dump_dir=str(tmp_path))))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["02-emit.failed.tile"]
+    assert f"the IR pass 'emit' was given is in {tmp_path / '02-emit.failed.tile'}" in info.value.__notes__
+
+
+_BAD_DISPATCH = """target sm_90a
+kernel k(A: f16[64, 64]):
+    t = thread_id([128])
+    s = alloc((64, 64), f16, scope="shared")
+    copy(s[0:64, 0:64], A[0:64, 0:64], dispatch="no_such_variant")
+"""
+
+
+def test_a_failing_pass_of_the_pipeline_dumps_the_ir_it_was_given(tmp_path):
+    before = compile_source(_BAD_DISPATCH, "k.tile", options=Options(stop_after="plan-tma")).module
+    with pytest.raises(TilecError) as info:
+        compile_source(_BAD_DISPATCH, "k.tile", options=Options(dump_dir=str(tmp_path)))
+    position = pass_manager().names.index("dispatch") + 1
+    failed = tmp_path / f"{position:02d}-dispatch.failed.tile"
+    assert parse(failed.read_text(), "again.tile") == before
+    assert info.value.notes[-1] == f"the IR pass 'dispatch' was given is in {failed}"

@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dump-ir-after", metavar="all|P1,P2", help="print the IR after these passes")
     p.add_argument("--dump-ir-before", metavar="all|P1,P2", help="print the IR before these passes")
     p.add_argument("--dump-dir", metavar="DIR",
-                   help="write dumps as numbered files DIR/NN-pass.tile (default: after every pass)")
+                   help="write dumps as numbered files DIR/NN-pass.tile (default: after every pass); a pass "
+                        "that fails leaves the IR it was given in DIR/NN-pass.failed.tile")
     p.add_argument("--stop-after", metavar="P", help="stop the pipeline after pass P")
     p.add_argument("--time-passes", action="store_true", help="print the wall time of each pass")
     p.add_argument("--print-pipeline", action="store_true",
@@ -92,6 +93,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             traceback.print_exc()
         kind, value, _ = sys.exc_info()
         sys.stderr.write(f"tilec: internal compiler error: {kind.__name__}: {value}\n")
+        for note in getattr(value, "__notes__", ()):
+            sys.stderr.write(f"tilec: note: {note}\n")
         if not args.traceback:
             sys.stderr.write("This is a bug in tilec; rerun with --traceback for the full traceback.\n")
         return 2

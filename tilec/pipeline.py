@@ -46,13 +46,16 @@ def default_passes() -> list:
 
 
 def pass_manager() -> PassManager:
-    """The default pipeline, verified after `fold-constants` (and after
-    every later pass with `Options.verify_each`)."""
+    """The default pipeline.  The verifier reads the module as it will be
+    compiled (expanded, asserts checked, schedulers lowered, folded), so it
+    runs after `fold-constants`, before any lowering, and with
+    `Options.verify_each` after every later pass.  Its product is the PTX."""
     return PassManager(
         default_passes(),
         verify=lambda module, ctx: verify(module, ctx.target),
         verify_after=("fold-constants",),
-        verify_requires=("folded",),
+        verify_requires=("expanded", "asserts-checked", "scheduler-lowered", "folded"),
+        products=("ptx",),
     )
 
 

@@ -1,20 +1,26 @@
 """Passes, their context, and the manager that orders and runs them.
 
-Passes declare the IR properties they need (`requires`), establish
-(`provides`) and destroy (`invalidates`); the manager derives the order from
-those declarations instead of trusting a hand-written list, so a new pass
-cannot silently run before the analysis it depends on.  The order is a
-topological sort of a graph (an edge from each provider to each requirer,
-and from each requirer to each pass that invalidates what it requires),
-broken by registration order so it is deterministic.  The sort is a few
+Passes declare the IR properties they need (`requires`) and establish
+(`provides`); the manager derives the order from those declarations instead
+of trusting a hand-written list, so a new pass cannot silently run before
+the analysis it depends on.  The order is a topological sort of a graph (an
+edge from each provider to each requirer), broken by registration order so
+it is deterministic.  The declarations are kept honest: a property nobody
+provides, a cycle, and a property that is provided but neither required by
+a pass or the verifier nor named a final product of the pipeline are
+errors, each naming the passes involved.  (No pass destroys a property that
+a later pass needs, so there is no `invalidates`: a property once provided
+holds to the end.)  The sort is a few
 lines of `heapq` because every compile orders the pipeline and importing
 networkx costs a cold `tilec` run more than the rest of its start-up; networkx
 is imported only to explain a cycle, which is a bug in tilec.
 
-Instrumentation follows MLIR's pass manager: IR dumps before/after selected
-passes (to a stream, or to numbered files in a directory), stopping after a
-pass, a table of wall time per pass, and running the verifier after every
-pass.
+Instrumentation follows MLIR's `PassInstrumentation`: objects with hooks
+run before each pass, after it, and after it fails, and once when the
+pipeline ends.  The verifier, IR dumps (to a stream, or to numbered files
+in a directory), the reproducer a failing pass leaves in the dump
+directory, and the table of wall time per pass are instrumentations;
+stopping after a pass is the manager's own control flow.
 """
 from __future__ import annotations
 
@@ -40,7 +46,6 @@ class Pass(abc.ABC):
     name: str = ""
     requires: frozenset = frozenset()
     provides: frozenset = frozenset()
-    invalidates: frozenset = frozenset()
 
     @abc.abstractmethod
     def apply(self, module: Optional[ir.Module], ctx: "PassContext") -> ir.Module:
@@ -71,6 +76,7 @@ class Options:
     time_passes: bool = False
     verify_each: bool = False
     debug_hangs: bool = False  # bound mbarrier waits; report and trap (emit_ptx/debug_hangs.py)
+    instrumentations: tuple = ()  # further PassInstrumentation objects, run after the built-in ones
     stream: TextIO = attrs.field(factory=lambda: sys.stderr, eq=False, repr=False)
 
 
@@ -86,6 +92,7 @@ class PassContext:
     options: Options = attrs.field(factory=Options)
     artifacts: dict = attrs.field(factory=dict)
     timings: dict = attrs.field(factory=dict)  # pass name -> wall seconds, in run order
+    timings_extra: dict = attrs.field(factory=dict)  # other rows of --time-passes ("(verifier)")
 
 
 class PipelineError(Exception):
@@ -116,11 +123,6 @@ def order_passes(passes: Sequence[Pass]) -> list:
                     f"pass '{p.name}' requires '{prop}', which no pass provides"
                 )
             edges[providers[prop].name, p.name] = f"'{prop}'"
-    for p in passes:
-        for prop in sorted(p.invalidates):
-            for q in passes:
-                if q is not p and prop in q.requires:
-                    edges[q.name, p.name] = f"'{prop}' (invalidated)"
     names = _lexicographic_topological_sort(index, edges)
     if names is None:
         raise PipelineError(_cycle_message(index, edges))
@@ -163,13 +165,37 @@ def _cycle_message(index: dict, edges: dict) -> str:
     return f"the passes form a cycle: {path} ({whys})"
 
 
+class PassInstrumentation:
+    """Hooks around each pass, after MLIR's `PassInstrumentation`.  `module`
+    is the pass's input in `before_pass` and `after_pass_failed` (None for
+    the first pass), its output in `after_pass`; `position` is the pass's
+    1-based place in the pipeline.  A hook may raise: an error from
+    `after_pass` (the verifier's) counts as the pass's failure."""
+
+    def before_pass(self, p: Pass, module: Optional[ir.Module], ctx: "PassContext", position: int) -> None:
+        pass
+
+    def after_pass(self, p: Pass, module: ir.Module, ctx: "PassContext", position: int) -> None:
+        pass
+
+    def after_pass_failed(
+        self, p: Pass, module: Optional[ir.Module], ctx: "PassContext", position: int, error: BaseException
+    ) -> None:
+        pass
+
+    def after_pipeline(self, ctx: "PassContext") -> None:
+        pass
+
+
 class PassManager:
     """Runs an ordered list of passes with the instrumentation of `Options`.
 
     `verify(module, ctx)` is called after each pass named in `verify_after`,
     and under `--verify-each` after every pass from the point where the IR
     has the properties `verify_requires` (the verifier reads IR as the front
-    passes leave it and transforms nothing itself)."""
+    passes leave it and transforms nothing itself).  `products` are the
+    properties the pipeline exists to establish (`ptx`); every other
+    property a pass provides must be required by a pass or by the verifier."""
 
     def __init__(
         self,
@@ -177,6 +203,7 @@ class PassManager:
         verify: Optional[Callable[[ir.Module, PassContext], None]] = None,
         verify_after: Iterable[str] = (),
         verify_requires: Iterable[str] = (),
+        products: Iterable[str] = (),
     ):
         self.passes = order_passes(passes)
         self.verify = verify
@@ -185,6 +212,7 @@ class PassManager:
         unknown = sorted(self.verify_after - set(self.names))
         if unknown:
             raise PipelineError(f"verify_after names passes that are not registered: {', '.join(unknown)}")
+        _check_properties(self.passes, self.verify_requires, self.verify_after, frozenset(products))
 
     @property
     def names(self) -> list:
@@ -201,19 +229,29 @@ class PassManager:
                 )
 
     def describe(self) -> str:
-        """The ordered pipeline with each pass's requires/provides/invalidates."""
+        """The ordered pipeline with each pass's requires/provides."""
         lines = []
         for i, p in enumerate(self.passes, 1):
             parts = [f"{i:2d}. {p.name}"]
-            for label, props in (
-                ("requires", p.requires),
-                ("provides", p.provides),
-                ("invalidates", p.invalidates),
-            ):
+            for label, props in (("requires", p.requires), ("provides", p.provides)):
                 if props:
                     parts.append(f"{label} {', '.join(sorted(props))}")
             lines.append("  ".join(parts))
         return "\n".join(lines) + "\n"
+
+    def instrumentations(self, opts: "Options") -> list:
+        """The hooks `opts` asks for, in the order they run after a pass:
+        verify first (a dump after a pass shows IR the verifier accepted)."""
+        out = []
+        if self.verify is not None:
+            out.append(Verification(self.verify, self.verify_after, self.verify_requires if opts.verify_each else None))
+        if opts.dump_before or opts.dump_after:
+            out.append(IRDumps(opts.dump_before, opts.dump_after))
+        if opts.dump_dir is not None:
+            out.append(FailureReproducer(opts.dump_dir))
+        if opts.time_passes:
+            out.append(TimingReport())
+        return out
 
     def run(self, module: Optional[ir.Module], ctx: PassContext) -> Optional[ir.Module]:
         opts = ctx.options
@@ -221,56 +259,149 @@ class PassManager:
         self.check_pass_names(opts.dump_after, "--dump-ir-after", allow_all=True)
         if opts.stop_after is not None:
             self.check_pass_names([opts.stop_after], "--stop-after")
-        verify_seconds = 0.0
-        ran_verifier = False
-        established = set()
+        hooks = self.instrumentations(opts) + list(opts.instrumentations)
         for position, p in enumerate(self.passes, 1):
-            if module is not None and _selected(p.name, opts.dump_before):
-                self._dump(module, ctx, position, p.name, "before")
-            start = time.perf_counter()
+            for h in hooks:
+                h.before_pass(p, module, ctx, position)
+            given = module
             stage = f"pass '{p.name}'"
             try:
-                module = p.apply(module, ctx)
+                start = time.perf_counter()
+                module = p.apply(given, ctx)
                 ctx.timings[p.name] = time.perf_counter() - start
-                established = (established - p.invalidates) | p.provides
-                verifiable = opts.verify_each and self.verify_requires <= established
-                if self.verify is not None and (verifiable or p.name in self.verify_after):
-                    start, stage = time.perf_counter(), "the verifier"
-                    self._verify(module, ctx, p.name)
-                    verify_seconds += time.perf_counter() - start
-                    ran_verifier = True
-            except RecursionError:
-                raise _too_deep(stage, module, ctx) from None
-            if _selected(p.name, opts.dump_after):
-                self._dump(module, ctx, position, p.name, "after")
+                stage = "the verifier"  # the first hook after a pass, and the one that walks the IR
+                for h in hooks:
+                    h.after_pass(p, module, ctx, position)
+            except Exception as err:
+                error = _too_deep(stage, module, ctx) if isinstance(err, RecursionError) else err
+                for h in hooks:
+                    h.after_pass_failed(p, given, ctx, position, error)
+                if error is not err:
+                    raise error from None
+                raise
             if p.name == opts.stop_after:
                 break
-        if opts.time_passes:
-            rows = list(ctx.timings.items())
-            if ran_verifier:
-                rows.append(("(verifier)", verify_seconds))
-            opts.stream.write(format_timings(rows))
+        for h in hooks:
+            h.after_pipeline(ctx)
         return module
 
-    def _verify(self, module: ir.Module, ctx: PassContext, after: str) -> None:
+
+def _check_properties(passes: Sequence[Pass], verify_requires: frozenset, verify_after: frozenset,
+                      products: frozenset) -> None:
+    """Every provided property is needed by someone (a later pass, the
+    verifier) or is a product, and the verifier runs only where what it
+    reads is established."""
+    required = set(verify_requires)
+    for p in passes:
+        required |= p.requires
+    established = set()
+    for p in passes:
+        for prop in sorted(p.provides - required - products):
+            raise PipelineError(
+                f"pass '{p.name}' provides '{prop}', which no pass or the verifier requires "
+                "and which is not a product of the pipeline"
+            )
+        established |= p.provides
+        missing = sorted(verify_requires - established)
+        if p.name in verify_after and missing:
+            raise PipelineError(
+                f"the verifier runs after '{p.name}' but requires {', '.join(repr(m) for m in missing)}, "
+                "not established by then"
+            )
+
+
+class Verification(PassInstrumentation):
+    """The verifier after the passes in `after`, and (under --verify-each,
+    `each` not None) after every pass once the IR has the properties
+    `each`.  Its error after an unlisted pass says which pass it followed."""
+
+    def __init__(self, verify, after: frozenset, each: Optional[frozenset]):
+        self.verify, self.after, self.each = verify, after, each
+        self.established = set()
+        self.seconds = None  # wall time spent verifying; None until it ran
+
+    def after_pass(self, p, module, ctx, position):
+        self.established |= p.provides
+        if not (p.name in self.after or (self.each is not None and self.each <= self.established)):
+            return
+        start = time.perf_counter()
         try:
             self.verify(module, ctx)
         except TilecError as err:
-            if after not in self.verify_after:
-                err.notes += (f"found by the verifier after pass '{after}'",)
+            if p.name not in self.after:
+                err.notes += (f"found by the verifier after pass '{p.name}'",)
             raise
+        finally:
+            self.seconds = (self.seconds or 0.0) + time.perf_counter() - start
 
-    def _dump(self, module: ir.Module, ctx: PassContext, position: int, name: str, when: str) -> None:
-        text = print_module(module)
-        if ctx.options.dump_dir is not None:
-            folder = Path(ctx.options.dump_dir)
-            folder.mkdir(parents=True, exist_ok=True)
-            suffix = ".tile" if when == "after" else ".before.tile"
-            (folder / f"{position:02d}-{name}{suffix}").write_text(text, encoding="utf-8")
-        else:
-            stream = ctx.options.stream
-            stream.write(f"# -----// IR Dump {when.capitalize()} {name} //----- #\n")
-            stream.write(text if text.endswith("\n") else text + "\n")
+    def after_pipeline(self, ctx):
+        if self.seconds is not None:
+            ctx.timings_extra["(verifier)"] = self.seconds
+
+
+class IRDumps(PassInstrumentation):
+    """--dump-ir-before / --dump-ir-after: the IR to the options' stream, or
+    to numbered files in --dump-dir (`NN-pass.tile`, `NN-pass.before.tile`)."""
+
+    def __init__(self, before: frozenset, after: frozenset):
+        self.before, self.after = before, after
+
+    def before_pass(self, p, module, ctx, position):
+        if module is not None and _selected(p.name, self.before):
+            _dump(module, ctx, f"{position:02d}-{p.name}.before.tile", f"IR Dump Before {p.name}")
+
+    def after_pass(self, p, module, ctx, position):
+        if _selected(p.name, self.after):
+            _dump(module, ctx, f"{position:02d}-{p.name}.tile", f"IR Dump After {p.name}")
+
+
+class FailureReproducer(PassInstrumentation):
+    """With --dump-dir, a pass that fails (an error of the user's program, a
+    verifier complaint about its output, or a crash) leaves the IR it was
+    given in `NN-pass.failed.tile`, so every failure comes with the input
+    that reproduces it.  The error gets a note naming the file."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def after_pass_failed(self, p, module, ctx, position, error):
+        if module is None:
+            return  # the first pass's input is the source file itself
+        try:
+            text = print_module(module)
+        except RecursionError:
+            return  # IR too deep to print (the error says so)
+        path = Path(self.folder) / f"{position:02d}-{p.name}.failed.tile"
+        _write(path, text)
+        note = f"the IR pass '{p.name}' was given is in {path}"
+        if isinstance(error, TilecError):
+            error.notes += (note,)
+        elif hasattr(error, "add_note"):
+            error.add_note(note)
+
+
+class TimingReport(PassInstrumentation):
+    """--time-passes: the table of wall time per pass (and the verifier's)
+    to the options' stream when the pipeline ends."""
+
+    def after_pipeline(self, ctx):
+        rows = list(ctx.timings.items()) + list(ctx.timings_extra.items())
+        ctx.options.stream.write(format_timings(rows))
+
+
+def _dump(module: ir.Module, ctx: "PassContext", filename: str, banner: str) -> None:
+    text = print_module(module)
+    if ctx.options.dump_dir is not None:
+        _write(Path(ctx.options.dump_dir) / filename, text)
+    else:
+        stream = ctx.options.stream
+        stream.write(f"# -----// {banner} //----- #\n")
+        stream.write(text if text.endswith("\n") else text + "\n")
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
 
 
 def _too_deep(stage: str, module: Optional[ir.Module], ctx: PassContext) -> TilecError:
