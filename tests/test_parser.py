@@ -361,7 +361,7 @@ def test_spans_locate_every_node():
 
 def test_parse_is_fast_from_a_cold_process(tmp_path):
     """Import, grammar load and parse of a ~140-line kernel, in a fresh process
-    (the second run reads the grammar tables from the cache directory)."""
+    (the grammar tables ship with the package)."""
     code = (
         "import time; t = time.perf_counter()\n"
         "from tilec.grammar.parser import parse\n"

@@ -1,10 +1,9 @@
 """Where tilec keeps its on-disk caches, and whether it may: `$TILEC_CACHE_DIR`
 (default ``~/.cache/tilec``), and ``TILEC_CACHE=0`` turns every cache off.
 
-Its own module, importing nothing heavy, because two readers need it at very
-different costs: the compiled-module cache (`tilec.runtime.cache`) and the
-parser's grammar-table cache (`tilec.grammar.parser`), for which importing
-`tilec.runtime` would cost more than the cache saves.
+Its own module, importing nothing heavy, so that a reader need not import
+`tilec.runtime` to find it.  (The parser keeps nothing here: its tables
+ship with the package, and nothing executable is ever read from a cache.)
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ attrs fields, so a new node class needs no change here.
 """
 from __future__ import annotations
 
+import operator
 from typing import Callable, Iterable, Iterator
 
 import attrs
@@ -18,6 +19,10 @@ _CHILD_FIELDS: dict = {}
 the IR many times over; asking attrs for the fields at each node is most of
 what a walk costs."""
 
+_GETTERS: dict = {}
+"""Node class -> a function returning the values of those fields as a
+tuple (one `attrgetter` call instead of a `getattr` per field)."""
+
 
 def _child_fields(cls) -> tuple:
     names = _CHILD_FIELDS.get(cls)
@@ -26,28 +31,48 @@ def _child_fields(cls) -> tuple:
     return names
 
 
+def _field_values(node: ir.Node) -> tuple:
+    getter = _GETTERS.get(type(node))
+    if getter is None:
+        names = _child_fields(type(node))
+        if len(names) == 1:
+            one = operator.attrgetter(names[0])
+            getter = lambda n: (one(n),)  # noqa: E731
+        elif names:
+            getter = operator.attrgetter(*names)
+        else:
+            getter = lambda n: ()  # noqa: E731
+        _GETTERS[type(node)] = getter
+    return getter(node)
+
+
+def _child_list(node: ir.Node) -> list:
+    Node = ir.Node
+    out = []
+    for value in _field_values(node):
+        if isinstance(value, Node):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(item for item in value if isinstance(item, Node))
+    return out
+
+
 def children(node: ir.Node) -> Iterator[ir.Node]:
     """Direct child nodes, in field order (tuples flattened, None skipped)."""
-    Node = ir.Node
-    for name in _child_fields(type(node)):
-        value = getattr(node, name)
-        if isinstance(value, Node):
-            yield value
-        elif isinstance(value, tuple):
-            for item in value:
-                if isinstance(item, Node):
-                    yield item
+    return iter(_child_list(node))
 
 
 def walk(node: ir.Node) -> Iterator[ir.Node]:
     """Every node below and including `node`, pre-order."""
     stack = [node]
+    pop, push = stack.pop, stack.extend
     while stack:
-        node = stack.pop()
+        node = pop()
         yield node
-        kids = list(children(node))
-        kids.reverse()
-        stack.extend(kids)
+        kids = _child_list(node)
+        if kids:
+            kids.reverse()
+            push(kids)
 
 
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
@@ -59,7 +84,10 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
         if isinstance(value, Node):
             new = fn(value)
         elif isinstance(value, tuple) and any(isinstance(v, Node) for v in value):
-            new = tuple(fn(v) if isinstance(v, Node) else v for v in value)
+            items = [fn(v) if isinstance(v, Node) else v for v in value]
+            if all(a is b for a, b in zip(items, value)):
+                continue  # nothing below changed: keep the node (and its identity)
+            new = tuple(items)
         else:
             continue
         if new is not value:

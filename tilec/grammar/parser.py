@@ -6,30 +6,38 @@ nodes, each with its source span.  Every syntax error becomes a `TilecError`
 located at the offending token and worded in plain language, never in Lark's
 terminal names.
 
-The Lark parser is built once per process and kept; its tables are cached on
-disk (see `_cache_file`).
+The Lark parser is built once per process and kept.  Its LALR tables are
+not computed at run time: they ship with the package in `tables.json`,
+generated from `tile.lark` by `tools/grammar_tables.py` (a test checks that
+they match the grammar), so nothing is read from a cache directory another
+user could write to.  Should the grammar change without the tables being
+regenerated, the parser is built from the grammar instead (slower, never
+wrong).
 """
 from __future__ import annotations
 
 import collections
 import functools
+import hashlib
+import json
 import math
 import os
 import re
 import threading
 from typing import Optional
 
+import lark
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
 from lark.indenter import Indenter
 
-from tilec.cache_dir import cache_dir, enabled
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.lexicon import LAYOUT_HEADS, NAMESPACES, RESERVED
 
 _GRAMMAR = os.path.join(os.path.dirname(__file__), "tile.lark")
+TABLES = os.path.join(os.path.dirname(__file__), "tables.json")
 
 # ---------------------------------------------------------------------------
 # Indentation
@@ -123,35 +131,62 @@ def _token(kind, value, borrow, line, col):
 # ---------------------------------------------------------------------------
 
 
+LARK_OPTIONS = dict(
+    parser="lalr",
+    lexer="contextual",
+    propagate_positions=True,
+    maybe_placeholders=True,
+    start="module",
+)
+
+
+def grammar_text() -> str:
+    with open(_GRAMMAR, encoding="utf-8") as f:
+        return f.read()
+
+
+def grammar_digest(text: str) -> str:
+    """What the shipped tables were generated from (with the Lark version
+    and the options, which shape them too)."""
+    key = f"{text}\0{lark.__version__}\0{sorted(LARK_OPTIONS.items())}"
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def build_parser(postlex: bool = True) -> Lark:
+    """The parser computed from the grammar.  `tools/grammar_tables.py`
+    serializes it without the postlexer (an object, not data), which
+    loading the tables supplies."""
+    return Lark(grammar_text(), postlex=_Indentation() if postlex else None, **LARK_OPTIONS)
+
+
 @functools.lru_cache(maxsize=None)
 def _lark() -> Lark:
-    with open(_GRAMMAR, encoding="utf-8") as f:
-        grammar = f.read()
-    return Lark(
-        grammar,
-        parser="lalr",
-        lexer="contextual",
-        postlex=_Indentation(),
-        propagate_positions=True,
-        maybe_placeholders=True,
-        start="module",
-        cache=_cache_file(),
-    )
+    tables = _shipped_tables()
+    if tables is None or tables["digest"] != grammar_digest(grammar_text()):
+        return build_parser()
+    # Lark's loader for tables it serialized itself (as its standalone parsers do).
+    return Lark._load_from_dict(tables["data"], tables["memo"], postlex=_Indentation())
 
 
-def _cache_file():
-    """Where Lark keeps the analysed grammar: the directory of tilec's compile
-    cache (`tilec.cache_dir`; `TILEC_CACHE=0` turns both off).  Lark stores
-    the grammar's hash in the file and rebuilds on a mismatch or an
-    unreadable file.  Building costs ~0.12 s, loading ~0.01 s."""
-    if not enabled():
-        return False
-    directory = cache_dir()
+def _shipped_tables() -> Optional[dict]:
+    """`tables.json` with the integer keys JSON turned into strings restored
+    (parser states, token ids, memo ids), or None when it is missing."""
     try:
-        os.makedirs(directory, exist_ok=True)
-    except OSError:
-        return False
-    return os.path.join(directory, "tile-grammar.lark-cache")
+        with open(TABLES, encoding="utf-8") as f:
+            tables = json.load(f)
+    except (OSError, ValueError):
+        return None
+    try:
+        table = tables["data"]["parser"]["parser"]
+        table["tokens"] = {int(k): v for k, v in table["tokens"].items()}
+        table["states"] = {
+            int(state): {int(token): action for token, action in actions.items()}
+            for state, actions in table["states"].items()
+        }
+        tables["memo"] = {int(k): v for k, v in tables["memo"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None  # a layout this Lark does not write: build from the grammar
+    return tables
 
 
 _LOCK = threading.Lock()  # the postlexer's state belongs to one parse at a time

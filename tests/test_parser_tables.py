@@ -1,0 +1,95 @@
+"""The parser's LALR tables ship with the package (`tilec/grammar/tables.json`,
+written by `tools/grammar_tables.py`): they match the grammar, they are what
+the parser loads, and nothing -- no pickle, no file of the cache directory --
+is loaded from a place another user could write to."""
+import importlib.util
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+from tilec.grammar import parser
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("grammar_tables", ROOT / "tools" / "grammar_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_tables_match_the_grammar():
+    shipped = Path(parser.TABLES).read_text(encoding="utf-8")
+    assert shipped == _tool().render(), "tile.lark changed: run python3 tools/grammar_tables.py"
+
+
+def test_the_parser_loads_the_shipped_tables(monkeypatch):
+    tables = parser._shipped_tables()
+    assert tables is not None and tables["digest"] == parser.grammar_digest(parser.grammar_text())
+    built = []
+    monkeypatch.setattr(parser, "build_parser", lambda *a, **k: built.append(1))
+    parser._lark.cache_clear()
+    try:
+        parser._lark()
+    finally:
+        parser._lark.cache_clear()
+    assert built == []
+
+
+def test_stale_tables_fall_back_to_the_grammar(monkeypatch):
+    monkeypatch.setattr(parser, "_shipped_tables", lambda: {"digest": "stale"})
+    parser._lark.cache_clear()
+    try:
+        module = parser.parse("kernel k(A: f32[4]):\n    A[0] = 1.0\n", "k.tile")
+    finally:
+        parser._lark.cache_clear()
+    assert module.kernels[0].name == "k"
+
+
+class _Planted:
+    """Unpickling this writes the marker file: the proof that a pickle ran."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.marker), "unpickled"))
+
+
+_PROBE = """
+import json, sys
+events = []
+cache = sys.argv[1]
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and args[0].startswith(cache):
+        events.append(["open", args[0]])
+    elif event.startswith("pickle."):
+        events.append([event, str(args)])
+sys.addaudithook(hook)
+from tilec.cli import main
+status = main(sys.argv[2:])
+print(json.dumps([status, events]))
+"""
+
+
+def test_a_file_planted_in_the_cache_directory_is_never_loaded(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    marker = tmp_path / "marker"
+    for name in ("tile-grammar.lark-cache", "tables.json", "tile.lark"):
+        (cache / name).write_bytes(pickle.dumps(_Planted(str(marker))))
+    env = dict(os.environ, TILEC_CACHE_DIR=str(cache), TILEC_CACHE="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, str(cache), str(ROOT / "examples" / "tma_copy.tile"),
+         "-o", str(tmp_path / "k.ptx")],
+        env=env, capture_output=True, text=True, check=True,
+    )
+    status, events = json.loads(out.stdout.splitlines()[-1])
+    assert status == 0, out.stderr
+    assert events == []
+    assert not marker.exists()
