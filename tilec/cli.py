@@ -57,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"bound every mbarrier wait to {HANG_TIMEOUT_NS // 10**9} s of wall time: a wait that runs "
                         "over prints the kernel, the wait's source location, the phase, block and thread, "
                         "then traps")
+    p.add_argument("-g", "--line-info", action="store_true",
+                   help="add .file/.loc line information to the PTX, so that cuda-gdb, compute-sanitizer and "
+                        "Nsight Compute report .tile source lines")
     p.add_argument("--traceback", action="store_true", help="show Python tracebacks for errors")
     p.add_argument("--version", action="version", version=f"tilec {__version__}")
     return p
@@ -120,6 +123,7 @@ def _run(args, sources: dict) -> int:
         time_passes=args.time_passes,
         verify_each=args.verify_each,
         debug_hangs=args.debug_hangs,
+        line_info=args.line_info,
     )
     result = compile_source(
         text, filename=args.file, target=args.target, defines=_defines(args.defines), options=options

@@ -76,6 +76,7 @@ class Options:
     time_passes: bool = False
     verify_each: bool = False
     debug_hangs: bool = False  # bound mbarrier waits; report and trap (emit_ptx/debug_hangs.py)
+    line_info: bool = False  # .file/.loc directives mapping PTX to .tile lines (-g)
     instrumentations: tuple = ()  # further PassInstrumentation objects, run after the built-in ones
     stream: TextIO = attrs.field(factory=lambda: sys.stderr, eq=False, repr=False)
 

@@ -50,21 +50,25 @@ class EmitPTX(Pass):
     provides = frozenset({"ptx"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        ptx, meta = emit_module(module, ctx.target, debug_hangs=ctx.options.debug_hangs)
+        ptx, meta = emit_module(module, ctx.target, debug_hangs=ctx.options.debug_hangs,
+                                line_info=ctx.options.line_info)
         ctx.artifacts["ptx"] = ptx
         ctx.artifacts["meta"] = meta
         return module
 
 
-def emit_module(module: ir.Module, target: Target, debug_hangs: bool = False):
+def emit_module(module: ir.Module, target: Target, debug_hangs: bool = False, line_info: bool = False):
     """(PTX text, kernel.json dict) for every kernel of a lowered module;
-    `debug_hangs` bounds the mbarrier waits (see `debug_hangs.py`)."""
+    `debug_hangs` bounds the mbarrier waits (see `debug_hangs.py`);
+    `line_info` adds `.file`/`.loc` directives that map the instructions
+    back to the `.tile` statements they come from."""
     entries, metas = [], []
     uses_dyn = False
     hang_guard = HangGuard() if debug_hangs else None
+    files: Optional[Dict[str, int]] = {} if line_info else None
     for k in module.kernels:
         syms = analyze_kernel(k, module, target)
-        emitter = KernelEmitter(syms, target, hang_guard)
+        emitter = KernelEmitter(syms, target, hang_guard, files)
         entries.append(emitter.emit())
         uses_dyn = uses_dyn or emitter.uses_dyn
         metas.append(kernel_meta(syms))
@@ -79,7 +83,16 @@ def emit_module(module: ir.Module, target: Target, debug_hangs: bool = False):
         head += [f".extern .shared .align 1024 .b8 {DYN_SMEM}[];", ""]
     if hang_guard is not None:
         head += hang_guard.declarations()
+    if files:
+        head += [f'.file {n} "{_ptx_string(name)}"' for name, n in files.items()] + [""]
     return "\n".join(head + entries) + "\n", module_meta(target, metas)
+
+
+def _ptx_string(text: str) -> str:
+    """A file name as ptxas reads a `.file` string: ASCII without quotes (it
+    knows no escapes; a backslash is an ordinary character).  A name that
+    needs more is written with `?` in place of those characters."""
+    return "".join(c if " " <= c <= "~" and c != '"' else "?" for c in text)
 
 
 _PARAM_TYPE = {"f16": "b16", "bf16": "b16"}
@@ -101,10 +114,14 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
     scoped name bindings (`env`), each buffer's base address (`bases`) and
     the registers of each register array (`reg_arrays`)."""
 
-    def __init__(self, syms: KernelSymbols, target: Target, hang_guard: Optional[HangGuard] = None):
+    def __init__(self, syms: KernelSymbols, target: Target, hang_guard: Optional[HangGuard] = None,
+                 files: Optional[Dict[str, int]] = None):
         self.syms = syms
         self.target = target
         self.hang_guard = hang_guard  # set under --debug-hangs
+        self.files = files  # file name -> .file number, under line info; else None
+        self.location = None  # the (file, line, col) of the statement being emitted
+        self.located = None  # the (file, line, col) of the last .loc written
         self.kernel = syms.kernel
         self.regs = Registers()
         self.lines: List[str] = []
@@ -121,7 +138,14 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
     # ---- output ---------------------------------------------------------
 
     def line(self, text: str) -> None:
-        self.lines.append(text if text.endswith(":") else "\t" + text)
+        if text.endswith(":"):
+            self.lines.append(text)
+            return
+        if self.location != self.located:
+            file, line, col = self.location
+            self.lines.append(f"\t.loc {self.files.setdefault(file, len(self.files) + 1)} {line} {col}")
+            self.located = self.location
+        self.lines.append("\t" + text)
 
     def emit(self) -> str:
         self.prologue()
@@ -227,6 +251,9 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         why = _lowered_error(s)
         if why is not None:
             raise TilecError(why, s.span)
+        if self.files is not None and s.span is not None:
+            # the next instruction gets a .loc for this statement (see `line`)
+            self.location = (s.span.file, s.span.line, s.span.col)
         try:
             getattr(self, "_" + type(s).__name__)(s)
         except TilecError as err:  # one raised below without a location is about this statement

@@ -1,0 +1,91 @@
+"""`-g` / `Options(line_info=True)`: the PTX carries `.file`/`.loc`
+directives that map each instruction back to the `.tile` statement it comes
+from (what cuda-gdb, compute-sanitizer and Nsight Compute report); without
+it the PTX has none."""
+import re
+from pathlib import Path
+
+import pytest
+
+from tilec.compiler import ir
+from tilec.compiler.passmanager import Options
+from tilec.compiler.visit import walk
+from tilec.grammar.parser import parse
+from tilec.pipeline import compile_source
+from tilec.runtime.assemble import assemble
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LOC = re.compile(r"^\t\.loc (\d+) (\d+) (\d+)$")
+
+# instruction -> a word of the source line it must be attributed to
+CASES = {
+    "examples/tma_copy.tile": {"cp.async.bulk.tensor": "copy_async", "mbarrier.try_wait": "try_wait",
+                               "mbarrier.init": "mbarrier.init"},
+    "examples/gemm_mma_16x8x16.tile": {"mma.sync": "gemm"},
+    "examples/hopper/hgemm_v7.tile": {"wgmma.mma_async": "gemm_async", "stmatrix": "copy"},
+}
+
+
+def attributed(ptx: str) -> list:
+    """(instruction line, (file, line, col) of the .loc in force)."""
+    out, where = [], None
+    for text in ptx.splitlines():
+        m = LOC.match(text)
+        if m:
+            where = tuple(int(g) for g in m.groups())
+        elif text.startswith("\t") and where is not None:
+            out.append((text.strip(), where))
+    return out
+
+
+@pytest.mark.parametrize("example", sorted(CASES))
+def test_loc_directives_point_at_the_statements(example):
+    source = (ROOT / example).read_text()
+    result = compile_source(source, example, options=Options(line_info=True))
+    ptx = result.ptx
+    assemble(ptx, result.meta["target"])  # no ptxas warning either
+    assert f'.file 1 "{example}"' in ptx.splitlines()
+    starts = {(n.span.line, n.span.col) for n in walk(parse(source, example)) if n.span is not None}
+    pairs = attributed(ptx)
+    assert pairs, "no instruction carries a .loc"
+    lines = source.splitlines()
+    for _, (file, line, col) in pairs:
+        assert file == 1 and (line, col) in starts, (line, col, lines[line - 1])
+    for instruction, word in CASES[example].items():
+        found = [lines[line - 1] for text, (_, line, _) in pairs if text.startswith(instruction)
+                 or text.startswith("@") and text.split(None, 1)[1].startswith(instruction)]
+        assert found, instruction
+        assert all(word in text for text in found), (instruction, found)
+
+
+def test_without_line_info_there_is_none():
+    text = (ROOT / "examples/tma_copy.tile").read_text()
+    ptx = compile_source(text, "examples/tma_copy.tile").ptx
+    assert ".loc" not in ptx and ".file" not in ptx
+
+
+def test_a_file_name_ptxas_cannot_read_is_made_ascii():
+    text = "kernel k(A: f32[4]):\n    t = thread_id([4])\n    A[t] = 1.0\n"
+    ptx = compile_source(text, 'dir "é"\\k.tile', options=Options(line_info=True)).ptx
+    assert '.file 1 "dir ???\\k.tile"' in ptx.splitlines()
+    assemble(ptx, "sm_90a")
+
+
+def test_cli_flag(tmp_path):
+    from tilec.cli import main
+
+    out = tmp_path / "k.ptx"
+    assert main(["-g", str(ROOT / "examples/tma_copy.tile"), "-o", str(out)]) == 0
+    assert any(LOC.match(line) for line in out.read_text().splitlines())
+
+
+def test_statements_keep_their_spans_to_the_emitter():
+    """Every statement the emitter sees has a location, so no instruction
+    after the first statement is left without a .loc."""
+    text = (ROOT / "examples/hopper/hgemm_v7.tile").read_text()
+    module = compile_source(text, "v7.tile", options=Options(stop_after="unroll")).module
+    # (tensormap declarations, written by plan-tma, become parameters: no instructions)
+    missing = [n for n in walk(module) if isinstance(n, ir.Stmt) and not isinstance(n, ir.TensorMap)
+               and n.span is None]
+    assert missing == []
