@@ -8,13 +8,20 @@ nvJitLink).  A benchmark, not a test: it prints a table.
 (tilec installed; else PYTHONPATH=. from the repo root.)  Warm and assemble
 times are the median of `--repeat` runs after one discarded run; cold is the
 median wall time of `--repeat` driver processes, which includes Python's
-start-up and tilec's imports.  Examples the compiler does not accept are
-listed with the error instead of times.
+start-up and tilec's imports, and "cold cpu" their median user + system CPU
+time (the figure to read on a loaded machine, where wall time mostly
+measures waiting).  Cold runs use a private bytecode cache, filled by one
+discarded run, as an installed tilec has (pip compiles it on install);
+`--no-bytecode` makes every run compile tilec's sources instead.  The load
+average is printed first: compare numbers taken at similar loads only.
+Examples the compiler does not accept are listed with the error instead of
+times.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -39,25 +46,39 @@ def median_s(fn, repeat: int) -> float:
     return statistics.median(times)
 
 
-def cold_s(path: Path, repeat: int) -> float:
+def cold_s(path: Path, repeat: int, bytecode: bool) -> tuple:
+    """(median wall, median CPU) seconds of `repeat` driver processes."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryDirectory() as tmp:
+        if bytecode:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        else:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
         command = [sys.executable, "-m", "tilec.cli", str(path), "-o", str(Path(tmp) / "out.ptx")]
-        times = []
+        if bytecode:
+            subprocess.run(command, check=True, env=env, capture_output=True)
+        walls, cpus = [], []
         for _ in range(repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run(command, check=True, env=env, capture_output=True)
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+            walls.append(time.perf_counter() - start)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--no-bytecode", action="store_true", help="cold runs compile tilec's sources each time")
     args = parser.parse_args()
     files = args.files or sorted(ROOT.glob("examples/**/*.tile"))
-    print(f"{'example':<36}{'target':<9}{'cold ms':>9}{'warm ms':>9}{'cubin ms':>10}{'PTX lines':>11}")
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; "
+          f"bytecode cache {'off' if args.no_bytecode else 'on'}")
+    print(f"{'example':<36}{'target':<9}{'cold ms':>9}{'cold cpu':>10}{'warm ms':>9}{'cubin ms':>10}{'PTX lines':>11}")
     for path in files:
         name = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
         text = path.read_text()
@@ -69,9 +90,10 @@ def main() -> None:
         target = result.meta["target"]
         warm = median_s(lambda: compile_source(text, str(path)), args.repeat)
         cubin = median_s(lambda: assemble(result.ptx, target), args.repeat)
-        cold = cold_s(path, args.repeat)
+        cold, cold_cpu = cold_s(path, args.repeat, not args.no_bytecode)
         lines = result.ptx.count("\n")
-        print(f"{name:<36}{target:<9}{cold * 1e3:>9.0f}{warm * 1e3:>9.0f}{cubin * 1e3:>10.0f}{lines:>11}")
+        print(f"{name:<36}{target:<9}{cold * 1e3:>9.0f}{cold_cpu * 1e3:>10.0f}{warm * 1e3:>9.0f}"
+              f"{cubin * 1e3:>10.0f}{lines:>11}")
 
 
 if __name__ == "__main__":

@@ -247,11 +247,11 @@ def test_shared_operand_is_rejected_with_the_seed_message():
     "call, lanes, message",
     [
         ("warp.gemm(D_f, A_f, B_f, D_f)", 16,
-         "rejected by full_active_lanes: the block has 16 threads; a warp-collective instruction needs all 32 lanes of a warp"),
+         "rejected by warp_collective: the block has 16 threads; a warp-collective instruction needs all 32 lanes of a warp"),
         ("thread.gemm(D_f, A_f, B_f, D_f)", 32,
-         "rejected by full_active_lanes: the instruction is warp-collective: the call must be at warp scope, not thread"),
+         "rejected by warp_collective: the instruction is warp-collective: the call must be at warp scope, not thread"),
         ("if lane < 16:\n        warp.gemm(D_f, A_f, B_f, D_f)", 32,
-         "rejected by full_active_lanes: the call runs under 'lane < 16', which not every lane of the warp takes"),
+         "rejected by warp_collective: the call runs under 'lane < 16', which not every lane of the warp takes"),
     ],
 )
 def test_partial_warp(call, lanes, message):

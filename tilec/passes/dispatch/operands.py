@@ -38,8 +38,9 @@ from tilec.compiler.layout_axes import BASE_AXES, LayoutError, in_hierarchy, is_
 from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region, plus as add
-from tilec.compiler.symbols import FLOAT_TYPES, INT_TYPES, Buffer, KernelSymbols, value_type_of_dtype
-from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp
+from tilec.compiler.symbols import Buffer, KernelSymbols
+from tilec.compiler.value_types import FLOAT_TYPES, INT_TYPES, value_type_of_dtype
+from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 from tilec.compiler.divisors import known_divisor
 from tilec.compiler.fold import fold_expr
 
@@ -384,6 +385,10 @@ def full_warp(op: TileOp, ctx: DispatchContext):
     if g is not None:
         return False, f"the call runs under '{print_expr(g)}', which not every lane of the warp takes"
     return True
+
+
+WARP_COLLECTIVE = predicate("warp_collective", full_warp)
+"""`full_warp` as every warp-collective variant lists it, under one name."""
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from tilec.compiler import ir
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
 from tilec.passes.dispatch.operands import Region, Threads, narrowing_guard, storage
-from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp
+from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 
 MMA_M = 64
 """Rows of every wgmma instruction tile."""
@@ -33,6 +33,10 @@ def whole_warpgroup(op: TileOp, ctx: DispatchContext):
     if g is not None:
         return False, f"the call runs under '{print_expr(g)}', which not every thread of the warpgroup takes"
     return True
+
+
+WHOLE_WARPGROUP = predicate("whole_warpgroup", whole_warpgroup)
+"""`whole_warpgroup` as every warpgroup-collective variant lists it."""
 
 
 def fragment_coord(t: int, i: int) -> tuple:

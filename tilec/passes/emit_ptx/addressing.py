@@ -27,7 +27,8 @@ from tilec.compiler.divisors import known_divisor
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.layout import TileLayout, fuse_contiguous, storage_size
 from tilec.compiler.layout_axes import LayoutError, is_thread
-from tilec.compiler.symbols import Buffer, check_element, value_type_of_dtype
+from tilec.compiler.symbols import Buffer, check_element
+from tilec.compiler.value_types import value_type_of_dtype
 from tilec.passes.emit_ptx.registers import Operand
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}

@@ -22,15 +22,8 @@ from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.symbols import (
-    DYN_ARENA,
-    VALUE_TYPES,
-    Buffer,
-    KernelSymbols,
-    analyze_kernel,
-    assignable,
-    value_type_of_dtype,
-)
+from tilec.compiler.symbols import DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
+from tilec.compiler.value_types import VALUE_TYPES, assignable, value_type_of_dtype
 from tilec.compiler.targets import Target
 from tilec.passes.emit_ptx.addressing import Addressing
 from tilec.passes.emit_ptx.debug_hangs import HangGuard

@@ -18,7 +18,7 @@ from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.math_fns import MATH
-from tilec.compiler.symbols import POINTER_TYPES, is_float, is_int, is_signed
+from tilec.compiler.value_types import POINTER_TYPES, is_float, is_int, is_signed
 from tilec.passes.emit_ptx.registers import Operand, bit_type, immediate, ptx_type, width
 
 _SETP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
@@ -114,7 +114,7 @@ class Expressions:
 
     def value(self, e: ir.Expr, want: Optional[str] = None) -> Operand:
         """Evaluate `e`; with `want`, implicitly converted to that type (the
-        conversion is one `symbols.assignable` allows, checked by callers)."""
+        conversion is one `value_types.assignable` allows, checked by callers)."""
         if isinstance(e, (ir.Int, ir.Float, ir.Bool)):
             t = want or self.syms.type_of(e)
             if isinstance(e, ir.Bool) and t != "bool":

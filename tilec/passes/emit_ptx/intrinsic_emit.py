@@ -13,7 +13,7 @@ from tilec.compiler import intrinsics, ir
 from tilec.compiler.builtins import ParamSpec
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.intrinsics import Operands
-from tilec.compiler.symbols import assignable
+from tilec.compiler.value_types import assignable
 from tilec.passes.emit_ptx.registers import Operand
 
 

@@ -14,8 +14,7 @@ from typing import Dict, List
 import attrs
 
 from tilec.compiler.diagnostics import TilecError
-
-from tilec.compiler.symbols import POINTER_TYPES
+from tilec.compiler.value_types import POINTER_TYPES
 
 _CLASS = {
     "bool": ("pred", "%p"),

@@ -19,7 +19,7 @@ layouts must give each thread the same elements.
 from __future__ import annotations
 
 from tilec.compiler.dtypes import DTYPES
-from tilec.compiler.symbols import value_type_of_dtype
+from tilec.compiler.value_types import value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
 from tilec.passes.dispatch.copy.operands import copy_operands
 from tilec.passes.dispatch.operands import (

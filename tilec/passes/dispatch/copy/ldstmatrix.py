@@ -29,7 +29,7 @@ from tilec.passes.dispatch.operands import (
     Threads,
     add,
     floordiv,
-    full_warp,
+    WARP_COLLECTIVE,
     held_elements,
     mod,
     mul,
@@ -68,7 +68,7 @@ def _stmatrix_target(op, ctx):
     name="ldstmatrix",
     priority=20,
     when=[
-        predicate("warp_collective", full_warp),
+        WARP_COLLECTIVE,
         predicate("shared_and_registers", _shared_and_registers),
         predicate("half_elements", _half_elements),
         predicate("stmatrix_target", _stmatrix_target),

@@ -26,7 +26,7 @@ from typing import List
 from tilec.compiler import ir
 from tilec.passes.dispatch import Decline, predicate, register
 from tilec.passes.dispatch.copy.operands import copy_operands
-from tilec.passes.dispatch.wgmma_fragment import MMA_M, fragment_elements, whole_warpgroup
+from tilec.passes.dispatch.wgmma_fragment import MMA_M, WHOLE_WARPGROUP, fragment_elements
 from tilec.passes.dispatch.operands import Divisors, Threads, add, floordiv, mod, mul, vector_ok
 
 ROWS = 8  # a matrix row: 8 16-bit elements, 16 bytes
@@ -62,7 +62,7 @@ def _fragment_shape(op, ctx):
     name="wgmma_frag",
     priority=20,
     when=[
-        predicate("whole_warpgroup", whole_warpgroup),
+        WHOLE_WARPGROUP,
         predicate("registers_to_shared", _registers_to_shared),
         predicate("half_elements", _half_elements),
         predicate("fragment_shape", _fragment_shape),

@@ -12,7 +12,7 @@ from __future__ import annotations
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
-from tilec.compiler.symbols import assignable, value_type_of_dtype
+from tilec.compiler.value_types import assignable, value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, predicate, register
 from tilec.passes.dispatch.operands import (
     Threads,

@@ -33,7 +33,7 @@ from tilec.passes.dispatch.operands import (
     add,
     assign,
     bind,
-    full_warp,
+    WARP_COLLECTIVE,
     mul,
     region,
     storage,
@@ -210,7 +210,7 @@ def _group(ops: dict, k: int, counts: tuple) -> dict:
     name="mma_sync",
     priority=10,
     when=[
-        predicate("full_active_lanes", full_warp),
+        WARP_COLLECTIVE,
         predicate("operands_in_registers", _operands_in_registers),
         predicate("no_replica", _no_replica),
         predicate("dtypes", _dtypes),

@@ -73,7 +73,7 @@ from tilec.passes.dispatch.operands import (
     region,
 )
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate, register
-from tilec.passes.dispatch.wgmma_fragment import MMA_M, fragment_elements, whole_warpgroup
+from tilec.passes.dispatch.wgmma_fragment import MMA_M, WHOLE_WARPGROUP, fragment_elements
 
 MMA_K = 16
 MAX_N = 256
@@ -189,7 +189,7 @@ def _shape(op: TileOp, ctx: DispatchContext):
     name="wgmma",
     priority=10,
     when=[
-        predicate("whole_warpgroup", whole_warpgroup),
+        WHOLE_WARPGROUP,
         predicate("options", _options),
         predicate("operand_scopes", _operand_scopes),
         predicate("dtypes", _dtypes),
