@@ -39,6 +39,7 @@ import attrs
 from tilec.compiler.builtins import PREDEFINED
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import dtype as lookup_dtype
+from tilec.compiler.swizzle import ATOM_BYTES, MODE_NAMES
 
 # --------------------------------------------------------------------------
 # Swizzle modes (the values of the language's SWIZZLE_* names)
@@ -51,21 +52,11 @@ SWIZZLE_128B_ATOM = PREDEFINED["SWIZZLE_128B_ATOM"]
 SWIZZLE_128B_BASE32B = 4
 """128-byte swizzle with 32-byte atomicity: tcgen05 only, MN-major only [PTX]."""
 
-SWIZZLE_NAMES = {
-    SWIZZLE_NONE: "none",
-    SWIZZLE_32B_ATOM: "32B",
-    SWIZZLE_64B_ATOM: "64B",
-    SWIZZLE_128B_ATOM: "128B",
-    SWIZZLE_128B_BASE32B: "128B with 32B atom",
-}
+SWIZZLE_NAMES = {**MODE_NAMES, SWIZZLE_128B_BASE32B: "128B with 32B atom"}
+"""The modes of `tilec.compiler.swizzle` (the layouts' swizzles) plus the
+descriptor-only 128B-base-32B mode."""
 
-SWIZZLE_WIDTH_BYTES = {
-    SWIZZLE_NONE: 16,  # no swizzle: the 16-byte row of a core matrix
-    SWIZZLE_32B_ATOM: 32,
-    SWIZZLE_64B_ATOM: 64,
-    SWIZZLE_128B_ATOM: 128,
-    SWIZZLE_128B_BASE32B: 128,
-}
+SWIZZLE_WIDTH_BYTES = {**ATOM_BYTES, SWIZZLE_128B_BASE32B: 128}
 """Bytes of one row of the swizzle atom (its contiguous extent)."""
 
 # The hardware's swizzle field differs between the two families.

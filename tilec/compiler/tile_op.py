@@ -57,6 +57,12 @@ class TileOp:
             call.span,
         )
 
+    def bind(self, signature) -> dict:
+        """The call's arguments by parameter name under `signature` (a
+        `builtins.Signature`): a located error for a call that does not fit."""
+        kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in self.kwargs.items())
+        return signature.bind(self.call.func, self.args, kwargs, self.span)
+
 
 def _keyword_items(call: ir.Call, kw: ir.Keyword):
     if kw.name is not None:

@@ -62,8 +62,7 @@ SIGNATURES = {
 def bind(op: TileOp) -> Dict:
     """The call's arguments by parameter name (a located error for a call
     that does not fit the primitive's signature)."""
-    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
-    return SIGNATURES[op.name].bind(op.call.func, op.args, kwargs, op.span)
+    return op.bind(SIGNATURES[op.name])
 
 
 # --------------------------------------------------------------------------

@@ -89,8 +89,7 @@ def _single_thread(op: TileOp, ctx: DispatchContext):
 )
 def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     import numpy as np
-    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
-    bound = SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
+    bound = op.bind(SIGNATURE)
     cta_group = SIGNATURE.literals(op.call.func, bound, op.span)["cta_group"]
     check_cta_pair(cta_group, ctx, "copy_async (tcgen05.cp)")
     dst, src = operand_pair(op, ctx)

@@ -88,8 +88,7 @@ def _warp_or_warpgroup(op: TileOp, ctx: DispatchContext):
     ],
 )
 def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
-    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
-    SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
+    op.bind(SIGNATURE)
     dst, src = operand_pair(op, ctx)
     if dst.dtype != src.dtype:
         raise TilecError(f"copy_async: '{dst.name}' is {dst.dtype} but '{src.name}' is {src.dtype}")

@@ -60,8 +60,7 @@ bytes, so TMA has no NaN for them)."""
 def _bind(op: TileOp) -> dict:
     """The call's arguments by name: expressions, and Python values for
     the compile-time ones (cta_group, reduce, oob, tmap)."""
-    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
-    bound = SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
+    bound = op.bind(SIGNATURE)
     return {**bound, **SIGNATURE.literals(op.call.func, bound, op.span)}
 
 

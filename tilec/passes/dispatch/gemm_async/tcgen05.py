@@ -112,8 +112,7 @@ class Call:
 
 
 def bind(op: TileOp, ctx: DispatchContext) -> Call:
-    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
-    b = SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
+    b = op.bind(SIGNATURE)
     lits = SIGNATURE.literals(op.call.func, b, op.span)
     syms = ctx.symbols
     sf = {n: None if b[n] is None else region(b[n], syms, f"gemm_async's {n}") for n in ("SFA", "SFB")}

@@ -99,8 +99,7 @@ class Operands:
 
 
 def operands(op: TileOp, ctx: DispatchContext) -> Operands:
-    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
-    bound = SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
+    bound = op.bind(SIGNATURE)
     syms = ctx.symbols
     C = region(bound["C"], syms, "gemm_async's accumulator C")
     A = region(bound["A"], syms, "gemm_async's A")
