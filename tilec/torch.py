@@ -21,7 +21,7 @@ import torch
 
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
-from tilec.runtime.launch import Kernel
+from tilec.runtime.launch import Kernel, caller_params
 
 _registered: dict[str, Kernel] = {}
 _libraries: dict[str, torch.library.Library] = {}
@@ -31,7 +31,7 @@ _lock = threading.Lock()
 def schema(kernel: Kernel, mutates=()) -> str:
     """The operator schema of `kernel`: one argument per caller parameter,
     the mutated buffers marked, no result."""
-    caller = [p for p in kernel.params if p["kind"] != "tensormap"]
+    caller = caller_params(kernel.params)
     names = {p["name"] for p in caller if p["kind"] == "buffer"}
     unknown = [m for m in mutates if m not in names]
     if unknown:

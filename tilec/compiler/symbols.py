@@ -21,6 +21,7 @@ address types.
 from __future__ import annotations
 
 import functools
+from math import gcd
 from typing import Dict, List, Optional, Tuple
 
 import attrs
@@ -32,6 +33,8 @@ from tilec.compiler.dtypes import DTYPES, dtype as lookup_dtype
 from tilec.compiler.layout import TileLayout, cosize, row_major
 from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.math_fns import FLOATS as MATH_FLOATS, MATH, result_type as math_result_type
+from tilec.compiler import runtime_dims
+from tilec.compiler.runtime_dims import Dim
 from tilec.compiler.targets import Target
 from tilec.compiler.value_types import (
     FLOAT_TYPES,
@@ -72,7 +75,7 @@ class Buffer:
 
     name: str
     dtype: str
-    shape: Tuple[int, ...]
+    shape: Tuple[int | str, ...]  # a str is a runtime extent (global parameters only)
     scope: str  # "global", "shared", "shared.dyn", "local", "tmem"
     layout: Optional[ir.Expr] = None
     align: int = DEFAULT_ALIGN
@@ -86,7 +89,23 @@ class Buffer:
         return DTYPES[self.dtype].bytes
 
     @property
+    def runtime_dims(self) -> Tuple[str, ...]:
+        """The names of its runtime extents (a global parameter's)."""
+        return tuple(e for e in self.shape if isinstance(e, str))
+
+    def static_only(self, what: str) -> None:
+        """A located error when the buffer has runtime extents: `what`
+        needs its shape at compile time."""
+        if self.runtime_dims:
+            raise TilecError(
+                f"{what} needs the shape of '{self.name}' at compile time, but its extent(s) "
+                f"{', '.join(self.runtime_dims)} are bound at launch",
+                self.span,
+            )
+
+    @property
     def numel(self) -> int:
+        self.static_only("the element count")
         n = 1
         for e in self.shape:
             n *= e
@@ -107,6 +126,7 @@ class Buffer:
         given), computed once per buffer: every pass that places elements
         asks for it.  A layout still written as a constructor call is an
         error here (the verifier reports it first, where it is written)."""
+        self.static_only("a layout")
         if self.layout is not None and not isinstance(self.layout, ir.LayoutLit):
             raise TilecError(
                 f"the layout of '{self.name}' must be a layout such as S[...] or mma_shared_layout(...)",
@@ -131,14 +151,14 @@ class LaunchId:
     name: str
     builtin: str  # "cta_id", "lane_id", ...
     level: str  # LAUNCH_AXES[builtin].level
-    extent: int
+    extent: int | ir.Expr  # an expression of runtime extents for a cta id bound at launch
     dim: int = 0  # x, y, z for multi-dimensional cta ids
     span: Optional[ir.Span] = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen
 class Launch:
-    grid: Tuple[int, int, int]
+    grid: Tuple[int | ir.Expr, int | ir.Expr, int | ir.Expr]  # expressions of runtime extents allowed
     block: Tuple[int, int, int]
     cluster: Tuple[int, int, int]
     ids: Tuple[LaunchId, ...]
@@ -177,7 +197,7 @@ class Symbol:
     span: Optional[ir.Span] = attrs.field(default=None, eq=False)
 
 
-SCALAR_KINDS = ("scalar_param", "launch_id", "scalar", "value", "loop_var")
+SCALAR_KINDS = ("scalar_param", "dim", "launch_id", "scalar", "value", "loop_var")
 
 
 @attrs.define
@@ -191,6 +211,8 @@ class KernelSymbols:
     launch: Optional[Launch] = None
     dynamic_smem: int = 0  # bytes of the dynamic arena
     helpers: frozenset = frozenset()
+    dims: Dict[str, Dim] = attrs.field(factory=dict)  # runtime extents, in order of appearance
+    assumes: List[Tuple[ir.Expr, str]] = attrs.field(factory=list)  # (condition, message)
 
     def lookup(self, name: str, span=None) -> Symbol:
         sym = self.symbols.get(name)
@@ -520,9 +542,46 @@ class _Analyzer:
                 raise TilecError(f"scalar parameter '{p.name}' cannot have dtype {p.dtype}", p.span)
             self.define(Symbol(p.name, "scalar_param", type=t, span=p.span))
             return
-        shape = tuple(self.const_int(e, "a parameter extent") for e in p.shape)
+        shape = tuple(self.extent(p, axis, e) for axis, e in enumerate(p.shape))
+        if any(isinstance(e, str) for e in shape) and p.layout is not None:
+            raise TilecError(
+                f"'{p.name}' has runtime extents and a layout; a buffer with runtime extents is row-major",
+                p.layout.span or p.span,
+            )
         buf = Buffer(p.name, p.dtype, shape, "global", p.layout, 256, p.name, 0, span=p.span)
         self.define(Symbol(p.name, "buffer", buffer=buf, span=p.span))
+
+    def extent(self, p: ir.Param, axis: int, e) -> int | str:
+        """A parameter extent: a compile-time integer, or a name that is not
+        a const, which declares a runtime extent (bound at launch from the
+        first axis naming it)."""
+        if isinstance(e, ir.Int):
+            return e.value
+        if not isinstance(e, ir.Name):
+            raise TilecError(
+                "a parameter extent must be a compile-time integer or a name (a runtime extent)",
+                getattr(e, "span", None),
+            )
+        if e.id not in self.syms.dims:
+            old = self.syms.symbols.get(e.id)
+            if old is not None and old.kind == "scalar_param":
+                raise TilecError(
+                    f"'{e.id}' is a scalar parameter; a runtime extent is bound from the arrays' shapes, "
+                    f"so drop the parameter '{e.id}' and use the extent's name",
+                    e.span,
+                )
+            self.syms.dims[e.id] = Dim(e.id, p.name, axis, span=e.span)
+            self.define(Symbol(e.id, "dim", type="i32", span=e.span))
+        return e.id
+
+    def assume(self, s: ir.ExprStmt) -> None:
+        if len(self.scopes) != 1:
+            raise TilecError(f"{runtime_dims.ASSUME}(...) belongs at the kernel's top level", s.span)
+        cond, message = runtime_dims.read_assume(s.expr, self.syms.dims)
+        self.syms.assumes.append((cond, message))
+        for name, d in runtime_dims.divisor_facts(cond).items():
+            dim = self.syms.dims[name]
+            self.syms.dims[name] = attrs.evolve(dim, divisor=dim.divisor * d // gcd(dim.divisor, d))
 
     def const_int(self, e, what: str) -> int:
         if isinstance(e, ir.Int):
@@ -554,6 +613,9 @@ class _Analyzer:
         e = s.expr
         if isinstance(e, ir.Call) and e.func in LAUNCH_AXES:
             self.launch_decl([], e, s.span)
+            return
+        if isinstance(e, ir.Call) and e.func == runtime_dims.ASSUME:
+            self.assume(s)
             return
         if isinstance(e, ir.Method):
             self.method(e, statement=True)
@@ -673,10 +735,14 @@ class _Analyzer:
     def launch_decl(self, targets, call: ir.Call, span) -> None:
         axis = LAUNCH_AXES[call.func]
         bound = BUILTINS[call.func].signature.bind(call.func, call.args, call.kwargs, call.span)
-        extents = builtins.literal(call.func, BUILTINS[call.func].signature.params[0], bound["extents"], call.span)
+        extents = self.grid_extents(call, bound["extents"])
+        if extents is None:
+            extents = builtins.literal(call.func, BUILTINS[call.func].signature.params[0], bound["extents"], call.span)
         if not 1 <= len(extents) <= axis.max_dims:
             raise TilecError(f"{call.func} takes 1 to {axis.max_dims} extent(s), got {len(extents)}", call.span)
         for e in extents:
+            if isinstance(e, ir.Expr):
+                continue
             if e < 1 or (axis.max_extent is not None and e > axis.max_extent):
                 limit = f" (at most {axis.max_extent})" if axis.max_extent else ""
                 raise TilecError(f"{call.func} extent {e} is out of range{limit}", call.span)
@@ -698,6 +764,22 @@ class _Analyzer:
             self.launch_ids.append(lid)
             if names:
                 self.define(Symbol(name, "launch_id", type="i32", launch_id=lid, span=lid.span))
+
+    def grid_extents(self, call: ir.Call, arg) -> Optional[list]:
+        """`cta_id([...])` extents when one is an expression of runtime
+        extents (the grid computed at launch); None otherwise."""
+        if call.func != "cta_id" or not self.syms.dims or not isinstance(arg, (ir.ListExpr, ir.TupleExpr)):
+            return None
+        if all(isinstance(i, ir.Int) for i in arg.items):
+            return None
+        out = []
+        for item in arg.items:
+            if isinstance(item, ir.Int):
+                out.append(item.value)
+            else:
+                runtime_dims.check_dim_expr(item, self.syms.dims, "a grid extent")
+                out.append(item)
+        return out
 
     def declaration(self, target: ir.Name, value: ir.Expr, span) -> bool:
         """Handle `name = <buffer/pool-producing call>`; False for a plain value."""
@@ -961,7 +1043,7 @@ class _Analyzer:
             elif i.level == "cluster":
                 cluster[i.dim] = i.extent
         for d in range(3):
-            if grid[d] % cluster[d]:
+            if isinstance(grid[d], int) and grid[d] % cluster[d]:
                 raise TilecError(
                     f"the grid {tuple(grid)} is not a whole number of clusters {tuple(cluster)}", k.span
                 )

@@ -20,6 +20,10 @@ What a caller passes, per parameter kind:
 - scalar: a Python or numpy number that fits the dtype.
 - tensormap: nothing; it is encoded from the buffer it names and passed by
   value, 128 bytes aligned to 64.
+- dim (a runtime extent): nothing; it is read from the buffer axis that
+  names it (every axis naming it must agree), checked against the kernel's
+  `assume(...)` conditions, and passed as an i32.  The grid is computed
+  from the dims (`tilec.runtime.dims`).
 """
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ import numpy as np
 
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
-from tilec.runtime import driver
+from tilec.runtime import dims as runtime_dims, driver
 from tilec.runtime.launcher import BUFFER, SCALAR, SCALAR_CODES, Launcher
 from tilec.runtime.tensormap import (
     TENSORMAP_ALIGN,
@@ -73,6 +77,24 @@ class Scalar:
     data: bytes
 
 
+@attrs.frozen
+class DimValue:
+    """A runtime extent's value, bound from the arguments' shapes."""
+
+    value: int
+
+    @property
+    def data(self) -> bytes:
+        return struct.pack("<i", self.value)
+
+
+CALLER_KINDS = ("buffer", "scalar")  # the parameters a caller passes; tensor maps and dims are derived
+
+
+def caller_params(params: list[dict]) -> list[dict]:
+    return [p for p in params if p["kind"] in CALLER_KINDS]
+
+
 _NUMPY_NAMES = {np.dtype(d.numpy): d.name for d in DTYPES.values() if d.numpy}
 _DLPACK_NAMES = {
     (0, 8): "i8", (0, 16): "i16", (0, 32): "i32", (0, 64): "i64",
@@ -107,23 +129,26 @@ class _Array:
 
 
 def check_args(
-    params: list[dict], args, tensormaps=(), *, dlpack_stream: int = LEGACY_STREAM
-) -> dict[str, HostArray | DeviceArray | Scalar]:
-    """Match the caller's `args` to kernel.json `params` (tensor maps are
-    not passed by the caller) and return, per non-tensormap parameter name,
-    what it passes.  `tensormaps` are the kernel's tensormap entries; the
-    base of each named device buffer is checked against the TMA rules.
+    params: list[dict], args, tensormaps=(), *, dlpack_stream: int = LEGACY_STREAM, assumes=()
+) -> dict[str, HostArray | DeviceArray | Scalar | DimValue]:
+    """Match the caller's `args` to kernel.json `params` (tensor maps and
+    runtime extents are not passed by the caller) and return, per
+    non-tensormap parameter name, what it passes (a `DimValue` per runtime
+    extent).  `tensormaps` are the kernel's tensormap entries; the base of
+    each named device buffer is checked against the TMA rules.  `assumes`
+    are kernel.json's assumptions on the runtime extents.
     `dlpack_stream` is the consumer stream handed to ``__dlpack__``.
     Raises `LaunchError` naming the parameter."""
-    caller = [p for p in params if p["kind"] != "tensormap"]
+    caller = caller_params(params)
     if len(args) != len(caller):
         names = ", ".join(p["name"] for p in caller)
         raise LaunchError(f"the kernel takes {len(caller)} arguments ({names}), got {len(args)}")
-    bound: dict[str, HostArray | DeviceArray | Scalar] = {}
+    bound: dict[str, HostArray | DeviceArray | Scalar | DimValue] = {}
     arrays: dict[str, _Array] = {}
+    env: dict[str, tuple[int, str]] = {}  # dim -> (value, the buffer it was read from)
     for param, arg in zip(caller, args):
         if param["kind"] == "buffer":
-            arrays[param["name"]] = info = _check_buffer(param, arg, dlpack_stream)
+            arrays[param["name"]] = info = _check_buffer(param, arg, dlpack_stream, env)
             bound[param["name"]] = info.view
         elif param["kind"] == "scalar":
             bound[param["name"]] = _check_scalar(param, arg)
@@ -131,6 +156,11 @@ def check_args(
             raise ValueError(
                 f"kernel.json: parameter '{param['name']}' has unknown kind {param['kind']!r}"
             )
+    values = {name: value for name, (value, _) in env.items()}
+    _check_assumes(assumes, values)
+    for param in params:
+        if param["kind"] == "dim":
+            bound[param["name"]] = DimValue(values[param["name"]])
     descs = {t["name"]: t for t in tensormaps}
     buffers = {p["name"]: p for p in caller if p["kind"] == "buffer"}
     for param in params:
@@ -143,7 +173,51 @@ def _shape_text(dtype: str, shape) -> str:
     return f"{dtype}[{', '.join(map(str, shape))}]"
 
 
-def _check_buffer(param: dict, arg, dlpack_stream: int) -> _Array:
+def _dims_text(values: dict) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in values.items())
+
+
+def _check_assumes(assumes, values: dict) -> None:
+    try:
+        failed = runtime_dims.failed_assumption(assumes, values)
+    except runtime_dims.DimError as e:
+        raise LaunchError(f"kernel.json: an assumption cannot be evaluated: {e}") from None
+    if failed is not None:
+        raise LaunchError(f"the arguments break the kernel's assumption '{failed['message']}' ({_dims_text(values)})")
+
+
+def _bind_shape(name: str, want: str, declared: tuple, actual: tuple, env: dict) -> None:
+    """Match `actual` against a declared shape with runtime extents, binding
+    each extent at its first axis (`env`: dim -> (value, buffer))."""
+    shown = _shape_text(want, declared)
+    if len(actual) != len(declared):
+        raise LaunchError(f"parameter '{name}': shape {list(actual)} does not match {shown}")
+    for axis, (d, n) in enumerate(zip(declared, actual)):
+        if isinstance(d, int):
+            if d != n:
+                raise LaunchError(f"parameter '{name}': shape {list(actual)} does not match {shown}")
+        elif d in env:
+            if env[d][0] != n:
+                value, source = env[d]
+                raise LaunchError(
+                    f"parameter '{name}': shape {list(actual)} does not match {shown} with "
+                    f"{d} = {value} (from '{source}')"
+                )
+        elif n > runtime_dims.MAX_DIM:
+            raise LaunchError(
+                f"parameter '{name}': runtime extent {d} = {n} is more than a kernel's 32-bit "
+                f"extent holds ({runtime_dims.MAX_DIM})"
+            )
+        else:
+            env[d] = (int(n), name)
+    if math.prod(actual) >= runtime_dims.MAX_ELEMENTS:
+        raise LaunchError(
+            f"parameter '{name}': {math.prod(actual)} elements; a buffer with runtime extents is "
+            f"indexed in 32 bits (fewer than 2**31 elements)"
+        )
+
+
+def _check_buffer(param: dict, arg, dlpack_stream: int, env: dict) -> _Array:
     name, want, shape = param["name"], param["dtype"], tuple(param["shape"])
     info = _as_array(name, arg, dlpack_stream)
     if info is None:
@@ -153,7 +227,9 @@ def _check_buffer(param: dict, arg, dlpack_stream: int) -> _Array:
         )
     if info.dtype != want and info.dtype not in _ALSO_ACCEPTS.get(want, ()):
         raise LaunchError(f"parameter '{name}': dtype {info.dtype_text} does not match {want}")
-    if info.shape != shape:
+    if any(isinstance(d, str) for d in shape):
+        _bind_shape(name, want, shape, tuple(info.shape), env)
+    elif info.shape != shape:
         raise LaunchError(
             f"parameter '{name}': shape {list(info.shape)} does not match {_shape_text(want, shape)}"
         )
@@ -408,6 +484,19 @@ def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict
         )
 
 
+def kernel_grid(entry_grid, values: dict) -> tuple:
+    """kernel.json's grid for the runtime extents `values`: a LaunchError
+    when an extent comes out below 1 (an empty launch) or cannot be
+    computed."""
+    try:
+        dims = runtime_dims.grid(entry_grid, values)
+    except runtime_dims.DimError as e:
+        raise LaunchError(f"the grid cannot be computed for {_dims_text(values)}: {e}") from None
+    if values and not all(d >= 1 for d in dims):
+        raise LaunchError(f"the grid {list(dims)} computed for {_dims_text(values)} is empty")
+    return dims
+
+
 def launch_grid(grid, default, cluster) -> tuple[int, int, int]:
     """The grid to launch: `grid` (an int or 1 to 3 ints) or the kernel's
     `default`, padded to three dimensions, each a whole number of clusters."""
@@ -573,7 +662,8 @@ class Kernel:
         self.name = entry["name"]
         self.params = entry["params"]
         self.tensormaps = {t["name"]: t for t in entry.get("tensormaps", [])}
-        self.grid = tuple(entry["grid"])
+        self.assumes = tuple(entry.get("assumes", ()))
+        self.grid = tuple(entry["grid"])  # ints, or expressions of the runtime extents
         self.block = tuple(entry["block"])
         self.cluster = tuple(entry.get("cluster", (1, 1, 1)))
         self.dynamic_smem = int(entry.get("dynamic_smem", 0))
@@ -617,9 +707,14 @@ class Kernel:
         else:
             handle = 0
         bound = check_args(
-            self.params, args, self.tensormaps.values(), dlpack_stream=handle or LEGACY_STREAM
+            self.params,
+            args,
+            self.tensormaps.values(),
+            dlpack_stream=handle or LEGACY_STREAM,
+            assumes=self.assumes,
         )
-        dims = launch_grid(grid, self.grid, self.cluster)
+        default = kernel_grid(self.grid, {k: v.value for k, v in bound.items() if isinstance(v, DimValue)})
+        dims = launch_grid(grid, default, self.cluster)
         driver.device()
         with _Staging() as staging:
             pointers = {}
@@ -634,7 +729,7 @@ class Kernel:
             for param in self.params:
                 if param["kind"] == "buffer":
                     blobs.append(struct.pack("<Q", pointers[param["name"]]))
-                elif param["kind"] == "scalar":
+                elif param["kind"] in ("scalar", "dim"):
                     blobs.append(bound[param["name"]].data)
                 else:
                     blobs.append(self._encode(param["name"], pointers[param["tensor"]]))
@@ -646,7 +741,7 @@ class Kernel:
                 driver.stream_synchronize(handle)
                 staging.download()
             else:
-                self._remember(args, blobs, tensor_type, stream_fn)
+                self._remember(args, blobs, default, tensor_type, stream_fn)
 
     def _encode(self, name: str, base: int) -> bytes:
         key = (name, base)
@@ -656,10 +751,11 @@ class Kernel:
             self._encoded[key] = encode_tiled(self.tensormaps[name], base)
         return self._encoded[key]
 
-    def _remember(self, args, blobs: list[bytes], tensor_type, stream_fn) -> None:
+    def _remember(self, args, blobs: list[bytes], default, tensor_type, stream_fn) -> None:
         """Hand a launch whose arrays are all torch tensors to the launcher
-        to replay (it recognises no other array)."""
-        caller = [p for p in self.params if p["kind"] != "tensormap"]
+        to replay (it recognises no other array).  `default` is the grid
+        for these arguments' runtime extents (the signature fixes them)."""
+        caller = caller_params(self.params)
         tensors = [a for p, a in zip(caller, args) if p["kind"] == "buffer"]
         if tensors and (tensor_type is None or not all(isinstance(a, tensor_type) for a in tensors)):
             return
@@ -680,7 +776,7 @@ class Kernel:
                 [len(b) for b in blobs],
                 specs,
             )
-        default = launch_grid(None, self.grid, self.cluster)
+        default = launch_grid(None, default, self.cluster)
         self._launcher.commit(tuple(args), blobs, default, tensor_type or object, stream_fn)
 
 

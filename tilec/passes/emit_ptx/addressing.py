@@ -110,7 +110,7 @@ class Addressing:
         it cannot reach the upper half, and the arithmetic that made it
         wrapped around (a silent wrong address otherwise)."""
         for d, (index, extent) in enumerate(zip(indices, buf.shape)):
-            if extent < 2**31 or isinstance(index, ir.Int):
+            if isinstance(extent, str) or extent < 2**31 or isinstance(index, ir.Int):
                 continue
             if self.syms.type_of(index) not in ("i64", "u64"):
                 raise TilecError(
@@ -121,13 +121,33 @@ class Addressing:
                 )
 
     def offset_type(self, buf: Buffer, indices: Sequence[ir.Expr]) -> str:
+        """i32 unless an index is 64-bit or the buffer holds 2**31 bytes or
+        more (a buffer with runtime extents holds fewer than 2**31
+        elements: the launch refuses a larger one)."""
         wide = any(self.syms.type_of(i) in ("i64", "u64") for i in indices)
-        return "i64" if wide or buf.nbytes >= 2**31 else "i32"
+        return "i64" if wide or not buf.runtime_dims and buf.nbytes >= 2**31 else "i32"
+
+    def runtime_offset(self, buf: Buffer, indices: Sequence[ir.Expr], t: str) -> Operand:
+        """The row-major offset of an element of a buffer with runtime
+        extents, `(i0 * e1 + i1) * e2 + i2`, extents read from the dims'
+        parameters (no wrap: every index of an in-bounds element is below
+        its extent)."""
+        offset = None
+        for index, extent in zip(indices, buf.shape):
+            idx = self.value(index, t)
+            if offset is None:
+                offset = idx
+                continue
+            size = self.value(ir.Name(extent), t) if isinstance(extent, str) else self.imm(extent, t)
+            offset = self.arith("+", self.arith("*", offset, size, t), idx, t)
+        return offset if offset is not None else self.imm(0, t)
 
     def memory_offset(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
         """The swizzled `m` offset (in elements) of a memory buffer's element."""
         self._check_index_width(buf, indices, span)
         t = self.offset_type(buf, indices)
+        if buf.runtime_dims:
+            return self.runtime_offset(buf, indices, t)
 
         def keep(axis):
             if axis == "m":
@@ -316,6 +336,8 @@ class Addressing:
         that the access is aligned to its size."""
         if buf.scope == "tmem":
             raise TilecError("copy_vec: tensor memory is read with tcgen05.ld", span)
+        if buf.runtime_dims:
+            return self._runtime_vector_address(e, buf, n, span)
         layout = buf.tile_layout
         _, dims = self.dim_iters(buf)
         why = None
@@ -331,6 +353,32 @@ class Addressing:
         elif layout.swizzle is not None and n > 1 << layout.swizzle.per_element:
             why = f"the swizzle permutes {1 << layout.swizzle.per_element}-element chunks"
         elif buf.align % (n * buf.elem_bytes) and buf.scope != "local":
+            why = f"'{buf.name}' is only {buf.align}-byte aligned"
+        if why is not None:
+            raise TilecError(f"copy_vec: cannot move {n} elements of '{buf.name}' in one access: {why}", span)
+        ref = self.element_ref(e)
+        return ref.space, ref.addr
+
+    def _runtime_vector_address(self, e: ir.Index, buf: Buffer, n: int, span) -> (str, Operand):
+        """`_vector_address` for a row-major buffer with runtime extents:
+        every row stride (a product of later extents, a runtime extent
+        counting as the multiple its `assume` states) and the last index
+        must be multiples of n."""
+        why = None
+        stride = 1
+        for extent in reversed(buf.shape[1:]):
+            stride *= self.known_divisor(ir.Name(extent)) if isinstance(extent, str) else extent
+            if stride % n:
+                why = (
+                    f"a row stride is not provably a multiple of {n} "
+                    f"(state it with assume({extent} % {n} == 0))"
+                    if isinstance(extent, str)
+                    else f"a row stride is not a multiple of {n}"
+                )
+                break
+        if why is None and self.known_divisor(e.indices[-1]) % n:
+            why = f"the last index is not provably a multiple of {n}"
+        elif why is None and buf.align % (n * buf.elem_bytes):
             why = f"'{buf.name}' is only {buf.align}-byte aligned"
         if why is not None:
             raise TilecError(f"copy_vec: cannot move {n} elements of '{buf.name}' in one access: {why}", span)

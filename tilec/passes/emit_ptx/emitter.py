@@ -22,6 +22,7 @@ from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
+from tilec.compiler.runtime_dims import ASSUME
 from tilec.compiler.symbols import DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.value_types import VALUE_TYPES, assignable, value_type_of_dtype
 from tilec.compiler.targets import Target
@@ -168,6 +169,8 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
                 out.append(f".param .{_PARAM_TYPE.get(p.dtype, _param_ptx(p.dtype))} {p.name}")
         for name in self.syms.tensormaps:
             out.append(f".param .align 64 .b8 {name}[128]")
+        for name in self.syms.dims:
+            out.append(f".param .u32 {name}")
         return out
 
     def prologue(self) -> None:
@@ -190,6 +193,10 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             addr = Operand(self.regs.new("generic_ptr"), "generic_ptr")
             self.line(f"cvta.param.u64 {addr}, {raw};")
             self.env[0][name] = addr
+        for name, dim in self.syms.dims.items():
+            r = Operand(self.regs.new("i32"), "i32", divisor=dim.divisor)
+            self.line(f"ld.param.u32 {r}, [{name}];")
+            self.env[0][name] = r
         if any(LAUNCH_AXES[i.builtin].stride is not None for i in self.syms.launch.ids):
             self.tid = Operand(self.regs.new("i32"), "i32")
             self.line(f"mov.u32 {self.tid}, %tid.x;")
@@ -263,8 +270,8 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         if isinstance(e, ir.Method):
             return  # pool.move_base_to / pool.commit: compile-time only
         if isinstance(e, ir.Call):
-            if e.func in LAUNCH_AXES:
-                return
+            if e.func in LAUNCH_AXES or e.func == ASSUME:
+                return  # a launch declaration; a precondition the launch checks
             if builtins.tile_primitive(e.func) is not None:
                 raise TilecError(f"tile primitive '{e.func}' must be dispatched before emit-ptx", e.span)
             if e.func in self.syms.helpers:

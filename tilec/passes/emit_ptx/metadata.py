@@ -8,6 +8,7 @@ from typing import List
 import tilec
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.runtime_dims import to_json
 from tilec.compiler.symbols import KernelSymbols
 from tilec.compiler.targets import Target
 
@@ -30,17 +31,22 @@ def kernel_meta(syms: KernelSymbols) -> dict:
         entry = tensormap_entry(stmt)
         params.append({"name": name, "kind": "tensormap", "tensor": entry["tensor"]})
         maps.append(entry)
+    for dim in syms.dims.values():
+        params.append({"name": dim.name, "kind": "dim", "dtype": "i32", "tensor": dim.param, "axis": dim.axis})
     launch = syms.launch
-    return {
+    out = {
         "name": k.name,
         "entry": k.name,
         "params": params,
-        "grid": list(launch.grid),
+        "grid": [g if isinstance(g, int) else to_json(g) for g in launch.grid],
         "block": list(launch.block),
         "cluster": list(launch.cluster),
         "dynamic_smem": syms.dynamic_smem,
         "tensormaps": maps,
     }
+    if syms.assumes:
+        out["assumes"] = [{"cond": to_json(cond), "message": message} for cond, message in syms.assumes]
+    return out
 
 
 def tensormap_entry(stmt: ir.TensorMap) -> dict:

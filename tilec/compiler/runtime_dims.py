@@ -1,0 +1,157 @@
+"""Runtime extents: names in parameter extents that the launch binds.
+
+`kernel add(A: f32[n], B: f32[n])` leaves `n` open: one compile serves
+every length, and the launch reads `n` from the arrays (the first buffer
+axis that names it; every other axis naming it must agree).  In the body
+`n` is an i32 value like a scalar parameter, passed as a hidden `.u32`
+parameter after the tensor maps.
+
+What the kernel relies on is stated with `assume(cond, "message")` at the
+kernel's top level: the launch refuses arguments for which `cond` is False,
+and the compiler uses the divisibility it states (`n % 8 == 0` makes `n` a
+known multiple of 8: vector accesses and alignment proofs see it, as they
+see a loop variable's step).
+
+kernel.json carries what a host needs to launch without Python: the dims
+(which parameter axis binds each), the assumptions, and the grid, each
+expression written as a small JSON tree (`to_json`): an int, a dim name,
+or `[op, operand, ...]`.  docs/python.md documents the format.
+"""
+from __future__ import annotations
+
+from math import gcd
+from typing import Dict, Optional, Tuple
+
+import attrs
+
+from tilec.compiler import ir
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.printer import print_expr
+
+ASSUME = "assume"
+ARITH = ("+", "-", "*", "//", "%")
+COMPARE = ("==", "!=", "<", "<=", ">", ">=")
+LOGIC = ("and", "or")
+FUNCTIONS = ("min", "max")
+
+
+@attrs.frozen
+class Dim:
+    """A runtime extent: its name, the buffer parameter axis that binds it
+    at launch, and what it is known to be a multiple of (from assumes)."""
+
+    name: str
+    param: str
+    axis: int
+    divisor: int = 1
+    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+
+
+def check_dim_expr(e: ir.Expr, dims, what: str) -> None:
+    """A located error unless `e` is integer arithmetic (`+ - * // %`,
+    `min`, `max`) over integer literals and runtime dims: what a host can
+    evaluate from the shapes alone."""
+    if isinstance(e, ir.Int):
+        return
+    if isinstance(e, ir.Name):
+        if e.id not in dims:
+            raise TilecError(f"{what} may use only constants and runtime extents; '{e.id}' is neither", e.span)
+        return
+    if isinstance(e, ir.Binary) and e.op in ARITH:
+        check_dim_expr(e.lhs, dims, what)
+        check_dim_expr(e.rhs, dims, what)
+        return
+    if isinstance(e, ir.Unary) and e.op == "-":
+        check_dim_expr(e.operand, dims, what)
+        return
+    if isinstance(e, ir.Call) and e.func in FUNCTIONS and len(e.args) == 2 and not e.kwargs:
+        for a in e.args:
+            check_dim_expr(a, dims, what)
+        return
+    raise TilecError(
+        f"{what} must be integer arithmetic (+ - * // % min max) on constants and runtime extents, "
+        f"not '{print_expr(e)}'",
+        e.span,
+    )
+
+
+def check_condition(e: ir.Expr, dims) -> None:
+    """A located error unless `e` is comparisons of dim expressions joined
+    by and/or/not (or a bool literal)."""
+    if isinstance(e, ir.Bool):
+        return
+    if isinstance(e, ir.Binary) and e.op in LOGIC:
+        check_condition(e.lhs, dims)
+        check_condition(e.rhs, dims)
+        return
+    if isinstance(e, ir.Unary) and e.op == "not":
+        check_condition(e.operand, dims)
+        return
+    if isinstance(e, ir.Binary) and e.op in COMPARE:
+        check_dim_expr(e.lhs, dims, f"{ASSUME}(...)")
+        check_dim_expr(e.rhs, dims, f"{ASSUME}(...)")
+        return
+    raise TilecError(
+        f"{ASSUME}(...) takes comparisons of runtime extents joined by and/or/not, "
+        f"such as 'K % 8 == 0 and M >= 1', not '{print_expr(e)}'",
+        e.span,
+    )
+
+
+def read_assume(call: ir.Call, dims) -> Tuple[ir.Expr, str]:
+    """`assume(cond)` or `assume(cond, "message")`: the condition (checked)
+    and the message (the condition's text when none is given)."""
+    kw = {k.name: k.value for k in call.kwargs}
+    args = list(call.args)
+    if "cond" in kw:
+        args.insert(0, kw.pop("cond"))
+    if "message" in kw:
+        args.append(kw.pop("message"))
+    if kw or not 1 <= len(args) <= 2:
+        raise TilecError(f'{ASSUME} takes a condition and an optional message: assume(K % 8 == 0, "...")', call.span)
+    cond = args[0]
+    check_condition(cond, dims)
+    if len(args) == 2:
+        if not isinstance(args[1], ir.Str):
+            raise TilecError(f"{ASSUME}: the message must be a string literal", args[1].span or call.span)
+        return cond, args[1].value
+    return cond, print_expr(cond)
+
+
+def divisor_facts(cond: ir.Expr) -> Dict[str, int]:
+    """What `cond` guarantees each dim is a multiple of: the conjuncts of
+    the form `NAME % c == 0` (either side of the `==`)."""
+    if isinstance(cond, ir.Binary) and cond.op == "and":
+        facts = divisor_facts(cond.lhs)
+        for name, d in divisor_facts(cond.rhs).items():
+            have = facts.get(name, 1)
+            facts[name] = have * d // gcd(have, d)
+        return facts
+    if isinstance(cond, ir.Binary) and cond.op == "==":
+        for mod, zero in ((cond.lhs, cond.rhs), (cond.rhs, cond.lhs)):
+            if (
+                isinstance(zero, ir.Int) and zero.value == 0
+                and isinstance(mod, ir.Binary) and mod.op == "%"
+                and isinstance(mod.lhs, ir.Name) and isinstance(mod.rhs, ir.Int) and mod.rhs.value > 0
+            ):
+                return {mod.lhs.id: mod.rhs.value}
+    return {}
+
+
+def to_json(e: ir.Expr):
+    """A dim expression or condition as kernel.json writes it: an int, a
+    dim name, or `[op, operand...]` with op one of `+ - * // % min max ==
+    != < <= > >= and or not neg` (`//` and `%` floor, as in Python)."""
+    if isinstance(e, ir.Int):
+        return e.value
+    if isinstance(e, ir.Bool):
+        return int(e.value)
+    if isinstance(e, ir.Name):
+        return e.id
+    if isinstance(e, ir.Binary):
+        return [e.op, to_json(e.lhs), to_json(e.rhs)]
+    if isinstance(e, ir.Unary):
+        return ["neg" if e.op == "-" else e.op, to_json(e.operand)]
+    if isinstance(e, ir.Call):
+        return [e.func] + [to_json(a) for a in e.args]
+    raise TilecError(f"'{print_expr(e)}' cannot be written to kernel.json", e.span)

@@ -1,0 +1,83 @@
+"""Runtime extents at launch: binding them from the arrays' shapes, checking
+the kernel's assumptions, computing the grid.
+
+kernel.json writes each expression as a JSON tree (an int, a dim name, or
+`[op, operand...]`; docs/python.md); `evaluate` is its whole meaning, the
+same a C++ host implements.  Nothing here evaluates text.
+"""
+from __future__ import annotations
+
+import operator
+
+_BINARY = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul,
+    "//": operator.floordiv, "%": operator.mod,
+    "min": min, "max": max,
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}  # fmt: skip
+MAX_DIM = 2**31 - 1  # a dim is an i32 in the kernel
+MAX_ELEMENTS = 2**31  # a buffer with runtime extents is indexed in 32 bits
+
+
+class DimError(ValueError):
+    """An expression kernel.json should not contain, or one that cannot be
+    evaluated for these extents (a division by zero)."""
+
+
+def evaluate(tree, env: dict) -> int:
+    """The value of a kernel.json expression for the dims in `env` (booleans
+    are 0 and 1; `and`/`or` short-circuit)."""
+    if isinstance(tree, bool):
+        return int(tree)
+    if isinstance(tree, int):
+        return tree
+    if isinstance(tree, str):
+        if tree not in env:
+            raise DimError(f"'{tree}' is not a runtime extent of this kernel")
+        return env[tree]
+    if not isinstance(tree, list) or not tree or not isinstance(tree[0], str):
+        raise DimError(f"{tree!r} is not an expression")
+    op, args = tree[0], tree[1:]
+    if op == "and" and len(args) == 2:
+        return int(bool(evaluate(args[0], env)) and bool(evaluate(args[1], env)))
+    if op == "or" and len(args) == 2:
+        return int(bool(evaluate(args[0], env)) or bool(evaluate(args[1], env)))
+    if op == "not" and len(args) == 1:
+        return int(not evaluate(args[0], env))
+    if op == "neg" and len(args) == 1:
+        return -evaluate(args[0], env)
+    fn = _BINARY.get(op)
+    if fn is None or len(args) != 2:
+        raise DimError(f"{tree!r} is not an expression")
+    a, b = evaluate(args[0], env), evaluate(args[1], env)
+    if op in ("//", "%") and b == 0:
+        raise DimError(f"{show(tree)} divides by zero")
+    return int(fn(a, b))
+
+
+def show(tree) -> str:
+    """An expression as text, for messages."""
+    if isinstance(tree, list) and tree:
+        op, args = tree[0], [show(a) for a in tree[1:]]
+        if op in ("min", "max"):
+            return f"{op}({', '.join(args)})"
+        if op == "neg":
+            return f"-{args[0]}"
+        if op == "not":
+            return f"not {args[0]}"
+        return f"({args[0]} {op} {args[1]})"
+    return str(tree)
+
+
+def grid(entry_grid, env: dict) -> tuple:
+    """kernel.json's grid for these dims (entries are ints or expressions)."""
+    return tuple(evaluate(g, env) if not isinstance(g, int) else g for g in entry_grid)
+
+
+def failed_assumption(assumes, env: dict):
+    """The first assumption that does not hold for `env`, or None."""
+    for a in assumes:
+        if not evaluate(a["cond"], env):
+            return a
+    return None
