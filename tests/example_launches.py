@@ -46,6 +46,12 @@ SMALL = {
     "hopper/hgemm_v7.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
     # a ring that wraps three times, the last pass partial
     "hopper/gemm_small_m.tile": {"M": 24, "N": 128, "K": 576, "STAGES": 3},
+    "runtime_add.tile": {},
+}
+
+# the runtime extents of examples that leave some open (ragged on purpose)
+RUNTIME_DIMS = {
+    "runtime_add.tile": {"n": 1000},
 }
 
 NOT_LAUNCHED = {
@@ -80,19 +86,20 @@ def runs_on(name: str, compute_capability: tuple[int, int]) -> bool:
     return True
 
 
-def random_args(entry: dict, seed: int = 0) -> list:
-    """Random numpy arguments for a kernel.json entry, in call order.  A
-    dtype numpy lacks (bf16, the 8-bit floats) gets random bit patterns in
-    the unsigned integers of its width, which the runtime accepts for it."""
+def random_args(entry: dict, seed: int = 0, dims: dict | None = None) -> list:
+    """Random numpy arguments for a kernel.json entry, in call order, its
+    runtime extents given by `dims`.  A dtype numpy lacks (bf16, the 8-bit
+    floats) gets random bit patterns in the unsigned integers of its width,
+    which the runtime accepts for it."""
     rng = np.random.default_rng(seed)
     args = []
     for p in entry["params"]:
-        if p["kind"] == "tensormap":
+        if p["kind"] in ("tensormap", "dim"):
             continue
         if p["kind"] != "buffer":
             raise ValueError(f"{entry['name']}: scalar parameter '{p['name']}': random_args makes buffers only")
         dt = DTYPES[p["dtype"]]
-        shape = tuple(p["shape"])
+        shape = tuple((dims or {})[d] if isinstance(d, str) else d for d in p["shape"])
         if dt.numpy is not None and dt.kind == "float":
             args.append(rng.standard_normal(shape).astype(dt.numpy))
         else:
@@ -107,6 +114,6 @@ def launch(name: str, seed: int = 0) -> list:
     the arguments (outputs copied back)."""
     module = compile_small(name)
     kernel = module.kernel()
-    args = random_args(kernel.meta, seed)
+    args = random_args(kernel.meta, seed, RUNTIME_DIMS.get(name))
     kernel(*args)
     return args

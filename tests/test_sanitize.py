@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import example_launches
-from tilec.runtime.launch import check_args
+from tilec.runtime.launch import DimValue, check_args, kernel_grid
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("sanitize_tool", ROOT / "tools" / "sanitize.py")
@@ -46,10 +46,12 @@ LAUNCHES = [n for n in example_launches.example_names() if n in example_launches
 @pytest.mark.parametrize("name", LAUNCHES)
 def test_small_launch_is_small_and_passes_the_launch_checks(name):
     entry = example_launches.compile_small(name).meta["kernels"][0]
-    args = example_launches.random_args(entry)
-    check_args(entry["params"], args, entry["tensormaps"])  # raises LaunchError on any mismatch
+    args = example_launches.random_args(entry, dims=example_launches.RUNTIME_DIMS.get(name))
+    # raises LaunchError on any mismatch
+    bound = check_args(entry["params"], args, entry["tensormaps"], assumes=entry.get("assumes", ()))
+    grid = kernel_grid(entry["grid"], {k: v.value for k, v in bound.items() if isinstance(v, DimValue)})
     assert sum(a.nbytes for a in args) <= 4 << 20
-    assert entry["grid"][0] * entry["grid"][1] * entry["grid"][2] <= 16
+    assert grid[0] * grid[1] * grid[2] <= 16
 
 
 def test_random_args_are_seeded_and_cover_bit_pattern_dtypes():

@@ -58,7 +58,7 @@ class Region:
         for index, n in zip(expr.indices, buf.shape):
             if isinstance(index, ir.Slice):
                 start = fold_expr(index.start if index.start is not None else ir.Int(0))
-                stop = fold_expr(index.stop if index.stop is not None else ir.Int(n))
+                stop = fold_expr(index.stop if index.stop is not None else _extent_expr(n))
                 d = linear(stop) - linear(start)
                 starts.append(start)
                 extents.append(d.const if d.is_const else None)
@@ -124,7 +124,7 @@ class Region:
             if extent is None:
                 i = self.expr.indices[d]
                 start = i.start if i.start is not None else ir.Int(0)
-                stop = i.stop if i.stop is not None else ir.Int(self.buffer.shape[d])
+                stop = i.stop if i.stop is not None else _extent_expr(self.buffer.shape[d])
                 raise TilecError(
                     f"the extent of dim {d} of region '{print_expr(self.expr)}' must be a compile-time "
                     f"integer (the slice runs from '{print_expr(start)}' to '{print_expr(stop)}')",
@@ -133,7 +133,9 @@ class Region:
 
     def check_bounds(self, past_end: bool = False) -> None:
         """A located error unless every dim with a compile-time start lies in
-        the buffer and every compile-time extent is 1..size.  With
+        the buffer and every compile-time extent is 1..size (a runtime
+        extent's size is known at launch only: a start below 0 or an extent
+        below 1 is all that is refused there).  With
         `past_end` a global tensor's region may run past its end (not start
         before it or past it): the hardware clips what lies outside."""
         past_end = past_end and self.buffer.scope == "global"
@@ -143,6 +145,13 @@ class Region:
             index = self.expr.indices[d] if isinstance(self.expr, ir.Index) else None
             span = (index.span if index is not None else None) or self.expr.span
             lo = start.value if isinstance(start, ir.Int) else None
+            if isinstance(n, str):
+                if extent < 1 or lo is not None and lo < 0:
+                    raise TilecError(
+                        f"'{print_expr(self.expr)}' starts below 0 or is empty in dimension {d} of '{self.name}'",
+                        span,
+                    )
+                continue
             if not self.sliced[d]:
                 if lo is not None and not 0 <= lo < n:
                     raise TilecError(
@@ -157,6 +166,11 @@ class Region:
                     f"'{self.name}' (size {n})",
                     span,
                 )
+
+
+def _extent_expr(n) -> ir.Expr:
+    """A buffer extent as an expression: a literal, or a runtime extent's name."""
+    return ir.Name(n) if isinstance(n, str) else ir.Int(n)
 
 
 def plus(a: ir.Expr, b) -> ir.Expr:
