@@ -1,5 +1,7 @@
 """Unit tests of the layout algebra: each operation on small hand-checked
 layouts, and the errors it gives when it cannot be done."""
+import itertools
+
 import pytest
 
 from tilec.compiler.diagnostics import TilecError
@@ -262,3 +264,31 @@ def test_permute():
         permute_by_groups(g.layout, g.seps, (0, 0))
     with pytest.raises(LayoutError, match="separators"):
         permute_by_groups(g.layout, (0, 1), (0,))
+
+
+@pytest.mark.parametrize("axis", ["warpid", "tid_in_wg", "tx"])
+def test_is_tile_with_thread_axis_replicas(axis):
+    """Issue 18 item 3: an outer layout with a replica on a thread axis that
+    spans several levels (warpid, tid_in_wg, tx) is recognised from either
+    side, and the other part comes back on the caller's axes."""
+    outer = make((2,), ((2, axis),), replica=[(2, 1, axis)])
+    inner = make((64, 128), (128, 1))
+    tiled = tile(outer, inner, (2, 1), (64, 128))
+    assert is_tile_outer(outer, tiled, (128, 128), (2, 1)) == inner
+    assert is_tile_inner(inner, tiled, (128, 128), (64, 128)) == outer
+
+
+def test_slice_across_a_digit_boundary():
+    """Issue 18 item 3: a K-slice across two 64-wide shared chunks starts
+    mid-digit and crosses into the next; it is a layout, so slice gives it."""
+    chunks = make((128, 2, 64), (64, 8192, 1))
+    sub = slice_region(chunks, (128, 128), [(0, 128), (32, 64)])
+    assert sub == make((128, 2, 32), (64, 8160, 1), offset={"m": 32})
+    for i, j in itertools.product(range(0, 128, 9), range(64)):
+        assert apply(sub, (i, j), (128, 64)) == apply(chunks, (i, 32 + j), (128, 128))
+
+
+def test_slice_that_is_no_layout_is_refused_with_the_reason():
+    """Columns 32..79 of the chunks: 32 then 16 elements, no iterators give that."""
+    with pytest.raises(LayoutError, match=r"cannot slice \[32:80\] of dim 1 .* not a sum of strided digits"):
+        slice_region(make((128, 2, 64), (64, 8192, 1)), (128, 128), [(0, 128), (32, 48)])

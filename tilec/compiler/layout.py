@@ -45,7 +45,7 @@ from tilec.compiler.swizzle import Swizzle
 
 __all__ = [
     "Iter", "TileLayout", "LayoutError", "make", "row_major", "apply", "size", "span",
-    "cosize", "canonicalize", "split_thread_axes", "storage", "storage_size", "pack",
+    "cosize", "canonicalize", "join_thread_axes", "split_thread_axes", "storage", "storage_size", "pack",
     "unpack",
 ]
 
@@ -354,6 +354,16 @@ def canonicalize(layout: TileLayout) -> TileLayout:
         {n: v for n, v in offset.items() if v},
         swizzle,
     )
+
+
+def join_thread_axes(layout: TileLayout) -> TileLayout:
+    """Every CTA thread iterator and offset rewritten on the layout's scope
+    axis, nothing fused: `S[2 : 2@wid_in_wg] + O[0@wgid]` becomes
+    `S[2 : 2@warpid]`.  A zero offset there says nothing the iterators do not
+    (and with no thread iterator at all, no scope), so it goes; the inverse
+    of `split_thread_axes` on the layouts that gives."""
+    shard, replica, offset = _to_scope(layout)
+    return TileLayout(shard, replica, {n: v for n, v in offset.items() if v or not in_hierarchy(n)}, layout.swizzle)
 
 
 def split_thread_axes(layout: TileLayout) -> TileLayout:

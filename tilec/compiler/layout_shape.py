@@ -25,6 +25,7 @@ from tilec.compiler.layout import (
     fuse_contiguous,
     size,
     span,
+    join_thread_axes,
     split_thread_axes,
 )
 
@@ -141,12 +142,17 @@ def slice_region(
             continue
         part = iters[whole - 1]
         if start % inner or digits[whole - 1] + count > part.extent:
-            split = ", ".join(str(it.extent) for it in iters)
-            raise LayoutError(
-                f"cannot slice [{start}:{start + extent}] of dim {d} of layout {layout}: "
-                f"the dim's digits are ({split}) and the range is not a run of one "
-                "digit over whole inner ones"
-            )
+            fitted = _fit_range(iters, start, extent)
+            if fitted is None:
+                split = ", ".join(str(it) for it in iters)
+                raise LayoutError(
+                    f"cannot slice [{start}:{start + extent}] of dim {d} of layout {layout}: "
+                    f"the dim's digits are ({split}); the range is not a run of one digit over "
+                    "whole inner ones, and no iterators give its elements in order (their offsets "
+                    "are not a sum of strided digits)"
+                )
+            shard.extend(fitted)
+            continue
         shard.append(Iter(count, part.stride, part.axis))
         shard.extend(iters[whole:])
     named = {it.axis for it in shard + list(layout.replica)} | set(offset)
@@ -154,6 +160,53 @@ def slice_region(
         if in_hierarchy(it.axis) and it.axis not in named:
             offset[it.axis] = 0  # a zero offset keeps the layout's thread scope
     return TileLayout(shard or [Iter(1, 1)], layout.replica, offset, layout.swizzle)
+
+
+def _offsets_along(iters: Sequence[Iter], index: int) -> dict[str, int]:
+    """What a dim's iterators (outermost first) give index `index` of it."""
+    out: dict[str, int] = {}
+    for it in reversed(iters):
+        index, digit = divmod(index, it.extent)
+        if digit * it.stride:
+            out[it.axis] = out.get(it.axis, 0) + digit * it.stride
+    return out
+
+
+def _fit_range(iters: Sequence[Iter], start: int, extent: int) -> Optional[list[Iter]]:
+    """Iterators (outermost first) that give element c of the range
+    [start, start + extent) of a dim what `iters` give start + c, less what
+    they give start; None when there are none.  A range that starts inside
+    one digit and crosses into the next (columns 32..95 of two 64-column
+    chunks 8192 apart) is such a layout: `(2, 32) : (8160, 1)`.  Each
+    iterator is the longest run from the last one's step that is a
+    multiple of one axis's stride and divides what is left; the whole range
+    is then checked element by element."""
+    base = _offsets_along(iters, start)
+
+    def relative(c: int) -> dict[str, int]:
+        at = _offsets_along(iters, start + c)
+        return {a: at.get(a, 0) - base.get(a, 0) for a in at.keys() | base.keys() if at.get(a, 0) != base.get(a, 0)}
+
+    rel = [relative(c) for c in range(extent)]
+    fitted, unit = [], 1
+    while unit < extent:
+        step = rel[unit]
+        if len(step) != 1:
+            return None
+        (axis, stride), = step.items()
+        run = 1
+        while unit * (run + 1) <= extent and rel[unit * run] == {axis: stride * run}:
+            run += 1
+        n = next((k for k in range(run, 1, -1) if (extent // unit) % k == 0), None)
+        if n is None:
+            return None
+        fitted.append(Iter(n, stride, axis))
+        unit *= n
+    fitted.reverse()
+    for c in range(extent):
+        if _offsets_along(fitted, c) != rel[c]:
+            return None
+    return fitted or [Iter(1, 1)]
 
 
 def tile(
@@ -289,6 +342,29 @@ def _same(a: TileLayout, b: TileLayout) -> bool:
     return canonicalize(a) == canonicalize(b)
 
 
+def _checked(part: TileLayout, tiling, tiled: TileLayout) -> Optional[TileLayout]:
+    """`part` when `tiling(part)` is `tiled`, written on the thread axes the
+    caller uses (per-level pieces joined back, when that is still the part);
+    None when it is not."""
+    for candidate in (join_thread_axes(part), part):
+        try:
+            if _same(tiling(candidate), tiled):
+                return candidate
+        except LayoutError:
+            pass
+    return None
+
+
+def _split_like_parts(layout: TileLayout) -> TileLayout:
+    """`layout` with its thread axes split per level, as `_candidate_parts`
+    splits the tiled layout, so that its replicas and offsets compare with
+    the parts' (`R[2 : 1@warpid]` is `R[2 : 1@wid_in_wg]` there)."""
+    try:
+        return split_thread_axes(layout)
+    except LayoutError:
+        return layout
+
+
 def is_tile_inner(
     layout: TileLayout, tiled: TileLayout, tiled_shape: Sequence[int], inner_shape: Sequence[int]
 ) -> Optional[TileLayout]:
@@ -299,6 +375,7 @@ def is_tile_inner(
     parts = _candidate_parts(tiled, factored)
     if parts is None or tiled.swizzle != layout.swizzle:
         return None
+    given, layout = layout, _split_like_parts(layout)
     pieces = parts.layout
     spans = {it.axis: span(layout, it.axis) for it in layout.shard}
     shard = []
@@ -329,10 +406,9 @@ def is_tile_inner(
     replica = [Iter(it.extent, it.stride // spans.get(it.axis, 1), it.axis) for it in replica]
     try:
         outer = TileLayout(shard or [Iter(1, 1)], replica, offset)
-        ok = _same(tile(outer, layout, outer_shape, inner_shape), tiled)
     except LayoutError:
         return None
-    return outer if ok else None
+    return _checked(outer, lambda o: tile(o, given, outer_shape, inner_shape), tiled)
 
 
 def is_tile_outer(
@@ -345,6 +421,7 @@ def is_tile_outer(
     parts = _candidate_parts(tiled, factored)
     if parts is None or layout.swizzle is not None:
         return None
+    given, layout = layout, _split_like_parts(layout)
     pieces = parts.layout
     shard = [it for d in range(len(inner_shape)) for it in parts.dim(2 * d + 1)] or [Iter(1, 1)]
     spans = {it.axis: span(TileLayout(shard), it.axis) for it in shard}
@@ -361,10 +438,9 @@ def is_tile_outer(
         replica.remove(scaled)
     try:
         inner = TileLayout(shard, replica, offset, tiled.swizzle)
-        ok = _same(tile(layout, inner, outer_shape, inner_shape), tiled)
     except LayoutError:
         return None
-    return inner if ok else None
+    return _checked(inner, lambda i: tile(given, i, outer_shape, inner_shape), tiled)
 
 
 def permute_by_groups(layout: TileLayout, seps: Sequence[int], perm: Sequence[int]) -> TileLayout:
