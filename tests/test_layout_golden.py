@@ -6,7 +6,9 @@ lane % 4) and, register by register, against the order seed 001 stages them in; 
 byte address written from the hardware's definition (bits 4.. of the byte
 address XORed with bits 7..)."""
 import itertools
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tilec.compiler.dtypes import dtype
@@ -68,8 +70,8 @@ def ptx_b_k8(lane, i):
 def _staged(lane, s, operand):
     """The element seed 001's staging loops put in `local(n)[s]` of `lane`."""
     g, t = lane // 4, lane % 4
-    if operand == "A":
-        kp, k_hi, r_m = s % 2, (s // 2) % 2, s // 4
+    if operand == "A":  # the port's order (kHi, rM, kp); the seed's text decodes (rM, kHi, kp)
+        kp, r_m, k_hi = s % 2, (s // 2) % 2, s // 4
         return g + 8 * r_m, 2 * t + kp + 8 * k_hi
     if operand == "B":
         kp, k_hi = s % 2, s // 2
@@ -92,64 +94,78 @@ def _held(layout, shape):
     (A_FRAG, (16, 16), 8, "A"), (B_FRAG, (16, 8), 4, "B"), (D_FRAG, (16, 8), 4, "D"),
 ])
 def test_fragments_hold_what_the_seed_stages(layout, shape, regs, operand):
-    """Seed 001 stages register s of every lane with `_staged(lane, s)` and verifies D == A @ B:
-    the tiled fragments put exactly that element in register s (for A: kp, kHi, rM =
-    s % 2, s // 2 % 2, s // 4, so registers 2-3 hold the second k-half of row group 0)."""
+    """The seed 001 port stages register s of every lane with `_staged(lane, s)` and verifies
+    D == A @ B: the tiled fragments put exactly that element in register s (for A: kp, rM,
+    kHi = s % 2, s // 2 % 2, s // 4, so registers 2-3 hold row group 1's first k-half;
+    docs/layout.md says why the seed's text decodes A's s the other way)."""
     assert storage_size(layout) == regs
     held = _held(layout, shape)
     for lane, s in itertools.product(range(32), range(regs)):
         assert held[lane, s] == _staged(lane, s, operand), (lane, s)
 
 
-def _same_register(i):
-    return i
-
-
-def _ptx_a_k16_register(i):
-    """The register of A_FRAG holding the PTX figure's a_i: the figure numbers a0..a7 by
-    (kHi, rM, kp) row-major, the fragment its registers by (rM, kHi, kp)."""
-    kp, r_m, k_hi = i % 2, i // 2 % 2, i // 4
-    return 4 * r_m + 2 * k_hi + kp
-
-
-@pytest.mark.parametrize("layout, shape, regs, figure, register", [
-    (D_FRAG, (16, 8), 4, ptx_accumulator, _same_register),
-    (A_FRAG_K8, (16, 8), 4, ptx_a_k8, _same_register),
-    (B_FRAG_K8, (8, 8), 2, ptx_b_k8, _same_register),
-    (A_FRAG, (16, 16), 8, ptx_a_k16, _ptx_a_k16_register),
-    (B_FRAG, (16, 8), 4, ptx_b_k16, _same_register),
+@pytest.mark.parametrize("layout, shape, regs, figure", [
+    (D_FRAG, (16, 8), 4, ptx_accumulator),
+    (A_FRAG_K8, (16, 8), 4, ptx_a_k8),
+    (B_FRAG_K8, (8, 8), 2, ptx_b_k8),
+    (A_FRAG, (16, 16), 8, ptx_a_k16),
+    (B_FRAG, (16, 8), 4, ptx_b_k16),
 ])
-def test_mma_fragments_match_the_ptx_figures(layout, shape, regs, figure, register):
-    """The PTX figure's register i of lane l is in register `register(i)` of lane l (the
-    same register except A's k16 fragment, whose order is the seed's), and every element
-    of the tile is held once."""
+def test_mma_fragments_match_the_ptx_figures(layout, shape, regs, figure):
+    """The PTX figure's register i of lane l is register i of lane l (tile_to by the
+    reference's definition numbers A's k16 fragment as the figure does), and every
+    element of the tile is held once."""
     assert storage_size(layout) == regs
     held = _held(layout, shape)
-    assert sorted(register(i) for i in range(regs)) == list(range(regs))
     for lane, i in itertools.product(range(32), range(regs)):
-        assert held[lane, register(i)] == figure(lane, i), (lane, i)
+        assert held[lane, i] == figure(lane, i), (lane, i)
 
 
-@pytest.mark.parametrize("layout, shape, operand", [
-    (A_FRAG, (16, 16), "A"), (B_FRAG, (16, 8), "B"), (D_FRAG, (16, 8), "D"),
-])
-def test_local_view_enumerates_storage_in_shard_order(layout, shape, operand):
-    """`b.local(n)[s]` is register `storage(L)` at s: the thread's elements in shard order.
-    For the seed's fragments that is the register order itself, so the staging loops'
-    slot s is register s."""
-    local = storage(layout)
-    for lane in range(32):
-        for s in range(size(local)):
-            reg = apply(local, s)["m"]
-            assert reg == s
-            assert apply(layout, _staged(lane, s, operand), shape) == {"m": reg, "laneid": lane}
+LOCAL_DOC = "`b.local(n)[s]` is the element in register `s`"
+
+LOCAL_KERNEL = """
+target sm_80
+kernel k(IN: f32[32, 8], OUT: f32[16, 16]):
+    cta_id([1])
+    lane = lane_id([32])
+    A_f = alloc((16, 16), f32, scope="local", layout=LAYOUT)
+    A_reg = A_f.local(8)
+    for s in unroll(8):
+        A_reg[s] = IN[lane, s]
+    warp.copy(OUT, A_f)
+"""
+
+
+def test_local_view_counts_registers_as_the_docs_say():
+    """Issues 13 and 18: `b.local(n)[s]` is register s, the storage layout's offset s (the
+    reference's meaning), and docs/layout.md says so.  Run in the PTX simulator: lane l
+    writes its input row into A_FRAG's registers through `.local(8)`, and `warp.copy`
+    (which places each register by the layout) shows where slot s went.  A_FRAG's shard
+    order differs from its register order, so counting in shard order would fail here."""
+    from ptx_sim import Kernel
+    from tilec.compiler.layout_ir import to_lit
+    from tilec.compiler.printer import print_expr
+    from tilec.pipeline import compile_source
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "layout.md").read_text()
+    assert LOCAL_DOC in " ".join(docs.split()), "docs/layout.md no longer says what .local(n)[s] is"
+    local = storage(A_FRAG)
+    assert [apply(local, s)["m"] for s in range(8)] != list(range(8))  # the two orders differ
+    r = compile_source(LOCAL_KERNEL.replace("LAYOUT", print_expr(to_lit(A_FRAG))), "local.tile")
+    tags = np.arange(32 * 8, dtype=np.float32).reshape(32, 8)
+    out = np.full((16, 16), np.nan, np.float32)
+    Kernel(r.ptx, "k").run({"IN": tags, "OUT": out})
+    for row, col in itertools.product(range(16), range(16)):
+        where = apply(A_FRAG, (row, col), (16, 16))
+        assert out[row, col] == tags[where["laneid"], where["m"]], (row, col)
 
 
 def test_fragment_tilings_and_b32_registers():
-    """tile_to numbers A's registers (rM, kHi, kp) and B's (kHi, kp), row-major.  Packed to
+    """tile_to numbers A's registers (kHi, rM, kp) and B's (kHi, kp): each repeat above the
+    atom's registers, as the PTX figures number them.  Packed to
     b32 pairs along k (B, k by n, transposed first so k is innermost), the k16 operands are
     4 (A) and 2 (B) registers and the k8 ones 2 and 1."""
-    assert A_FRAG == make((2, 8, 2, 4, 2), (4, (4, LANE), 2, (1, LANE), 1))
+    assert A_FRAG == make((2, 8, 2, 4, 2), (2, (4, LANE), 4, (1, LANE), 1))
     assert B_FRAG == make((2, 4, 2, 8), (2, (1, LANE), 1, (4, LANE)))
     b_nk = permute_dims(B_FRAG, (16, 8), (1, 0))
     b_nk_k8 = permute_dims(B_FRAG_K8, (8, 8), (1, 0))

@@ -296,34 +296,29 @@ def fragment_case(draw):
 @SETTINGS
 @given(fragment_case())
 def test_tile_to_matches_its_definition(case):
-    """tile_to(L, shape, atom) puts element o * atom + i on L(i)'s threads and other axes,
-    and on m at the row-major index over dims of o[d] * E[d] + e[d](i[d]) (plus L's m
-    offset), where e[d] is L's register number from dim d alone and E[d] dim d's register
-    count.  A grid of ones gives L back, and repeating dim 0 alone is tile by row-major."""
+    """tile_to(L, shape, atom) is the reference's tile(S[counts], counts, atom): element
+    o * atom + i is on L(i)'s threads and other axes, and on m at L(i) plus the row-major
+    index of o over the grid times L's m span (every repeat above all of L's registers).
+    A grid of ones gives L back."""
     atom, atom_shape, regs, counts = case
     full = tuple(c * a for c, a in zip(counts, atom_shape))
     tiled = tile_to(atom, full, atom_shape)
-    base = dict(atom.offset).get("m", 0)
-    rank = len(atom_shape)
-
-    def e(d, i):
-        """L's register number from dim d's iterators at index i of that dim."""
-        coord = tuple(i if k == d else 0 for k in range(rank))
-        return (apply(atom, coord, atom_shape)["m"] - base) // math.prod(regs[d + 1:])
-
+    assert all_equal(tiled, tile(row_major(counts), atom, counts, atom_shape))
+    step = span(atom, "m")
     for x in _coords(full):
         o = [xd // a for xd, a in zip(x, atom_shape)]
         i = tuple(xd % a for xd, a in zip(x, atom_shape))
-        m = 0
-        for d in range(rank):
-            m = m * counts[d] * regs[d] + o[d] * regs[d] + e(d, i[d])
         want = apply(atom, i, atom_shape)
-        want["m"] = m + base
+        want["m"] = want.get("m", 0) + step * _row_major_index(o, counts)
         assert nonzero(apply(tiled, x, full)) == nonzero(want), x
     assert all_equal(tile_to(atom, atom_shape, atom_shape), atom)
-    rows = (counts[0] * atom_shape[0],) + atom_shape[1:]
-    grid = (counts[0],) + (1,) * (rank - 1)
-    assert all_equal(tile_to(atom, rows, atom_shape), tile(row_major(grid), atom, grid, atom_shape))
+
+
+def _row_major_index(o, counts) -> int:
+    k = 0
+    for od, c in zip(o, counts):
+        k = k * c + od
+    return k
 
 
 @SETTINGS

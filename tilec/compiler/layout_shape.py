@@ -23,9 +23,10 @@ from tilec.compiler.layout import (
     TileLayout,
     canonicalize,
     fuse_contiguous,
+    join_thread_axes,
+    row_major,
     size,
     span,
-    join_thread_axes,
     split_thread_axes,
 )
 
@@ -260,61 +261,17 @@ def _divide(shape, by, what) -> tuple[int, ...]:
 
 
 def tile_to(layout: TileLayout, shape: Sequence[int], atom_shape: Sequence[int]) -> TileLayout:
-    """`layout` (over `atom_shape`) repeated to cover `shape`, its registers
-    numbered the way seed 001's mma fragments are.
-
-    Dim d of the result is the grid iterator of that dim (the count `shape[d]
-    / atom_shape[d]`, left out when 1) followed by the atom's iterators of dim
-    d.  The `m` offsets are row-major over the dims, each dim's grid index
-    just above that dim's own registers: element `o * atom_shape + i` is at
-    the row-major index over dims of `o[d] * E[d] + e[d](i[d])`, where `e[d]`
-    is the atom's register number from dim d's iterators and `E[d]` how many
-    registers dim d has.  Thread positions, other axes, replicas and offsets
-    are the atom's.  Seed 001 stages `tile_to(A_FRAG_K8, (16, 16), (16, 8))`
-    in the order (rM, kHi, kp), and that is what this gives:
-    `S[(2, 8, 2, 4, 2) : (4, 4@laneid, 2, 1@laneid, 1)]`.  It is not `tile`
-    by a row-major grid, which would put the grid above every register,
-    except when only dim 0 is repeated.
-
-    The atom's own registers must be numbered that way (row-major over its
-    dims, each dim's `m` iterators covering a compact block), with no swizzle
-    and no replica on `m`, so that a grid of ones gives the atom back."""
+    """`layout` (over `atom_shape`) repeated row-major to cover `shape`:
+    `tile(row_major(counts), layout, counts, atom_shape)` with counts =
+    shape / atom_shape, the reference system's definition, so a program
+    that calls it on a memory layout gets the reference's placement
+    (`S[(8, 8) : (8, 1)]` to (64, 64) is `S[(8, 8, 8, 8) : (512, 8, 64, 1)]`:
+    whole 8x8 blocks, row-major).  On seed 001's A fragment it gives the
+    PTX figure's register order (kHi, rM, kp); see docs/layout.md."""
     counts = _divide(shape, atom_shape, "atom shape")
-    grouped = group(layout, atom_shape)
-    dims = [grouped.dim(d) for d in range(len(counts))]
-    # weights[d][k]: the place value of dim d's iterator k within that dim's registers
-    weights: list[dict[int, int]] = [{} for _ in dims]
-    regs, below = [1] * len(dims), 1
-    for d in reversed(range(len(dims))):
-        registers = [(k, it) for k, it in enumerate(dims[d]) if it.axis == "m" and it.extent > 1]
-        for k, it in sorted(registers, key=lambda pair: pair[1].stride):
-            if it.stride != below * regs[d]:
-                raise _not_a_fragment(layout, atom_shape, f"iterator {it} breaks the row-major register numbering")
-            weights[d][k] = regs[d]
-            regs[d] *= it.extent
-        below *= regs[d]
-    if layout.swizzle is not None:
-        raise _not_a_fragment(layout, atom_shape, "it is swizzled")
-    if any(it.axis == "m" for it in layout.replica):
-        raise _not_a_fragment(layout, atom_shape, "it has a replica on m")
-    units, unit = [0] * len(dims), 1  # units[d]: the result's m stride of dim d's block
-    for d in reversed(range(len(dims))):
-        units[d] = unit
-        unit *= counts[d] * regs[d]
-    shard: list[Iter] = []
-    for d, iters in enumerate(dims):
-        if counts[d] > 1:
-            shard.append(Iter(counts[d], regs[d] * units[d]))
-        for k, it in enumerate(iters):
-            shard.append(Iter(it.extent, weights[d][k] * units[d]) if k in weights[d] else it)
-    return TileLayout(shard or [Iter(1, 1)], layout.replica, layout.offset)
-
-
-def _not_a_fragment(layout, atom_shape, why) -> LayoutError:
-    return LayoutError(
-        f"tile_to repeats a register fragment whose registers are numbered row-major over its dims; "
-        f"{layout} over {tuple(atom_shape)} is not one: {why}"
-    )
+    tiled = tile(row_major(counts), layout, counts, atom_shape)
+    # a dim repeated once adds a unit iterator, which changes nothing
+    return attrs.evolve(tiled, shard=[it for it in tiled.shard if it.extent != 1] or [Iter(1, 1)])
 
 
 def _interleaved(tiled_shape, part_shape, part_is_inner) -> tuple[tuple[int, ...], tuple[int, ...]]:
