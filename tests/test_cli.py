@@ -298,3 +298,61 @@ def test_a_crash_with_dump_dir_leaves_a_reproducer(tmp_path):
     position = int(failed.name[:2])
     previous = dumps / f"{position - 1:02d}-{pass_manager().names[position - 2]}.tile"
     assert failed.read_text() == previous.read_text()  # the input is the previous pass's output
+
+
+# --------------------------------------------------------------------------
+# Outputs that would lose data or cannot be files: refused before compiling
+# (in process: tilec.cli.main, for speed)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["-o", "k.tile"], "would overwrite the source file"),
+        (["--emit", "ir", "-o", "k.tile"], "would overwrite the source file"),
+        (["-o", "out.json"], "name the PTX output with the suffix .ptx"),
+        (["-o", "."], "-o '.' is not a file name"),
+        (["-o", "/"], "-o '/' is not a file name"),
+        (["-o", "sub/"], "is not a file name"),
+        (["-o", ""], "is not a file name"),
+        (["-o", "missing/k.ptx"], "the directory 'missing' does not exist"),
+        (["-o", "k.tile/x.ptx"], "'k.tile' is not a directory"),
+        (["--dump-dir", "k.tile"], "--dump-dir 'k.tile' is a file"),
+        (["--dump-dir", "missing/dumps"], "the directory 'missing' does not exist"),
+    ],
+)
+def test_outputs_that_would_lose_data_are_refused(tmp_path, monkeypatch, capsys, flags, says):
+    from tilec.cli import main
+
+    (tmp_path / "sub").mkdir()
+    path = write(tmp_path, GOOD)
+    monkeypatch.chdir(tmp_path)
+    assert main(["k.tile", *flags]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tilec: error: ") and says in err, err
+    assert path.read_text() == GOOD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k.tile", "sub"]
+
+
+def test_the_kernel_json_of_a_source_named_like_it_is_refused(tmp_path, monkeypatch, capsys):
+    from tilec.cli import main
+
+    source = write(tmp_path, GOOD, name="k.json")
+    monkeypatch.chdir(tmp_path)
+    assert main(["k.json", "-o", "k.ptx"]) == 1
+    assert "would overwrite the source file 'k.json'" in capsys.readouterr().err
+    assert source.read_text() == GOOD
+
+
+def test_an_output_that_is_a_link_is_replaced_not_followed(tmp_path, monkeypatch):
+    from tilec.cli import main
+
+    write(tmp_path, GOOD)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (tmp_path / "out.ptx").symlink_to(victim)
+    monkeypatch.chdir(tmp_path)
+    assert main(["k.tile", "-o", "out.ptx"]) == 0
+    assert victim.read_text() == "keep"
+    assert not (tmp_path / "out.ptx").is_symlink() and ".entry scale" in (tmp_path / "out.ptx").read_text()

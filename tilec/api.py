@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Optional, Union
 
-from tilec.compiler import targets
+from tilec.compiler import source, targets
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
 from tilec.pipeline import compile_source
@@ -21,17 +21,49 @@ PathOrSource = Union[str, "os.PathLike[str]"]
 
 def read_source(path_or_source: PathOrSource) -> tuple[str, str]:
     """(text, filename).  A path-like, or a one-line string naming a .tile
-    file, is read from disk; any other string is the source itself."""
+    file, is read from disk (it must be UTF-8); any other string is the
+    source itself."""
     if isinstance(path_or_source, os.PathLike) or (
-        "\n" not in path_or_source and path_or_source.endswith(".tile")
+        isinstance(path_or_source, str) and "\n" not in path_or_source and path_or_source.endswith(".tile")
     ):
         path = os.fspath(path_or_source)
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read(), path
-        except OSError as e:
-            raise TilecError(f"cannot read '{path}': {e.strerror}") from None
+        if isinstance(path, bytes):
+            raise TilecError("tilec.compile: pass a path as str or pathlib.Path, not bytes")
+        return source.read(path), path
+    if not isinstance(path_or_source, str):
+        hint = " (decode it: data.decode('utf-8'))" if isinstance(path_or_source, (bytes, bytearray)) else ""
+        raise TilecError(
+            f"tilec.compile: expected the .tile source as a str, or a path to a .tile file, "
+            f"got {type(path_or_source).__name__}{hint}"
+        )
     return path_or_source, "<string>"
+
+
+_DEFINE_TYPES = (bool, int, float, str)
+
+
+def _check_arguments(target, defines) -> dict:
+    """`defines` as a dict after checking the arguments' types; a
+    `TilecError` naming what to pass otherwise."""
+    if target is not None:
+        if not isinstance(target, str):
+            raise TilecError(f"tilec.compile: target must be a str such as 'sm_90a', got {type(target).__name__}")
+        targets.target(target)
+    if defines is None:
+        return {}
+    if not isinstance(defines, dict):
+        raise TilecError(
+            f"tilec.compile: defines must be a dict of const name to value, such as {{'M': 4096}}, "
+            f"got {type(defines).__name__}"
+        )
+    for name, value in defines.items():
+        if not isinstance(name, str):
+            raise TilecError(f"tilec.compile: define names must be str, got {name!r}")
+        if not isinstance(value, _DEFINE_TYPES):
+            raise TilecError(
+                f"tilec.compile: define '{name}' must be an int, float, bool or str, got {type(value).__name__}"
+            )
+    return dict(defines)
 
 
 def compile(
@@ -59,9 +91,7 @@ def compile_text(
 ) -> CompiledModule:
     """`compile` of source `text` already read; `filename` locates its
     diagnostics."""
-    if target is not None:
-        targets.target(target)
-    defines = dict(defines or {})
+    defines = _check_arguments(target, defines)
     cacheable = options is None
     key = cache.cache_key(text, defines, target or "") if cacheable else None
     hit = cache.lookup(key) if cacheable else None

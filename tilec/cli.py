@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from pathlib import Path
 from typing import Optional, Sequence
 
 from tilec import __version__
-from tilec.compiler import source
+from tilec.compiler import files, source
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import ALL, HANG_TIMEOUT_NS, Options
 from tilec.pipeline import compile_source, pass_manager
@@ -112,6 +113,9 @@ def _run(args, sources: dict) -> int:
     path = Path(args.file)
     text = source.read(path)
     sources[args.file] = text
+    outputs = _output_files(args, path)
+    if args.dump_dir:
+        _check_dump_dir(args.dump_dir)
     dump_before, dump_after = _pass_list(args.dump_ir_before), _pass_list(args.dump_ir_after)
     if args.dump_dir and not (dump_before or dump_after):
         dump_after = frozenset({ALL})
@@ -139,9 +143,62 @@ def _run(args, sources: dict) -> int:
     output = args.output or str(path.with_suffix(".ptx"))
     if output != "-":
         _require(result.meta, "kernel metadata", args.stop_after)
-        _write(str(Path(output).with_suffix(".json")), _json(result.meta))
+        _write(str(outputs[1]), _json(result.meta))
     _write(output, result.ptx)
     return 0
+
+
+def _output_files(args, source_path: Path) -> list:
+    """The files this run will write (PTX, then its kernel.json), checked
+    before compiling: each must be a file name in an existing directory, and
+    none may be the source or another output."""
+    if args.emit != "ptx":
+        files = [] if args.output in (None, "-") else [args.output]
+    else:
+        output = args.output if args.output is not None else str(source_path.with_suffix(".ptx"))
+        files = [] if output == "-" else [output]
+    paths = []
+    for name in files:
+        path = Path(name)
+        if name == "" or path.name in ("", ".", "..") or name.endswith(("/", os.sep)) or path.is_dir():
+            raise TilecError(f"-o '{name}' is not a file name; -o takes one such as kernel.ptx")
+        _check_parent(path, f"-o '{name}'")
+        paths.append(path)
+    if args.emit == "ptx" and paths:
+        meta = paths[0].with_suffix(".json")
+        if meta == paths[0]:
+            raise TilecError(
+                f"-o '{paths[0]}': the kernel.json is written beside the PTX with the suffix .json, "
+                "which would overwrite the PTX; name the PTX output with the suffix .ptx"
+            )
+        paths.append(meta)
+    for path in paths:
+        if _same_file(path, source_path):
+            raise TilecError(f"writing '{path}' would overwrite the source file '{source_path}'; choose another -o")
+    return paths
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and os.path.samefile(a, b)
+    except OSError:
+        return a.resolve() == b.resolve()
+
+
+def _check_dump_dir(name: str) -> None:
+    path = Path(name)
+    if path.exists() and not path.is_dir():
+        raise TilecError(f"--dump-dir '{name}' is a file, not a directory")
+    if not path.exists():
+        _check_parent(path, f"--dump-dir '{name}'")
+
+
+def _check_parent(path: Path, what: str) -> None:
+    parent = path.parent
+    if not parent.exists():
+        raise TilecError(f"{what}: the directory '{parent}' does not exist")
+    if not parent.is_dir():
+        raise TilecError(f"{what}: '{parent}' is not a directory")
 
 
 def _require(artifact, what: str, stop_after: Optional[str]) -> None:
@@ -159,7 +216,7 @@ def _write(output: Optional[str], text: str) -> None:
         sys.stdout.write(text)
         return
     try:
-        Path(output).write_text(text, encoding="utf-8")
+        files.write_atomic(output, text)
     except OSError as err:
         raise TilecError(f"cannot write '{output}': {err.strerror or err}") from None
 

@@ -35,6 +35,7 @@ import attrs
 
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.files import write_atomic
 from tilec.compiler.printer import print_module
 from tilec.compiler.targets import Target
 
@@ -401,8 +402,11 @@ def _dump(module: ir.Module, ctx: "PassContext", filename: str, banner: str) -> 
 
 
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except OSError as err:
+        raise TilecError(f"cannot write the IR dump '{path}': {err.strerror or err}") from None
 
 
 def _too_deep(stage: str, module: Optional[ir.Module], ctx: PassContext) -> TilecError:
