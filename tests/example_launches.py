@@ -47,6 +47,11 @@ SMALL = {
     # a ring that wraps three times, the last pass partial
     "hopper/gemm_small_m.tile": {"M": 24, "N": 128, "K": 576, "STAGES": 3},
     "runtime_add.tile": {},
+    "gemm_mma_bf16_k8.tile": {},
+    "gemm_async_tcgen05_pair.tile": {},
+    "hopper/fp8_gemm.tile": {"M": 256, "N": 256, "K": 400, "SM_COUNT": 1},
+    "hopper/fp8_gemm_blockscaled.tile": {"M": 256, "N": 256, "K": 384, "SM_COUNT": 1},
+    "hopper/hgemm_v7_mn.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
 }
 
 # the runtime extents of examples that leave some open (ragged on purpose)

@@ -367,7 +367,8 @@ def test_operand_swizzle_rule():
 
 @pytest.mark.parametrize(
     "a, b, d, k",
-    [("f16", "f16", "f16", 16), ("bf16", "bf16", "f32", 16), ("tf32", "tf32", "f32", 8), ("e4m3", "e5m2", "f16", 32)],
+    [("f16", "f16", "f16", 16), ("bf16", "bf16", "f32", 16), ("tf32", "tf32", "f32", 8), ("e4m3", "e5m2", "f16", 32),
+     ("i8", "u8", "i32", 32)],
 )
 def test_wgmma_k(a, b, d, k):
     assert wgmma_mma_k(a, b, d, 256) == k
@@ -376,7 +377,9 @@ def test_wgmma_k(a, b, d, k):
 @pytest.mark.parametrize(
     "args, kw, message",
     [
-        (("i8", "i8", "i32", 64), {}, "wgmma needs A in {f16, bf16, tf32, e4m3, e5m2}, got A=i8"),
+        (("f64", "f64", "f64", 64), {}, "wgmma needs A in {f16, bf16, tf32, e4m3, e5m2, i8, u8}, got A=f64"),
+        (("i8", "i8", "i32", 40), {}, "with i8 inputs needs N in {8, 16, 24} or a multiple of 16 in [32, 256], got 40"),
+        (("u8", "i8", "f32", 64), {}, "with u8 inputs needs D in {i32}"),
         (("f16", "bf16", "f32", 64), {}, "with A=f16 needs B in {f16}, got B=bf16"),
         (("bf16", "bf16", "f16", 64), {}, "with bf16 inputs needs D in {f32}"),
         (("f16", "f16", "f32", 12), {}, "N a multiple of 8 in [8, 256], got 12"),

@@ -260,7 +260,8 @@ def test_rejected_shapes_and_dtypes():
     rejected(GEMM.replace(CALL, "gemm_async(acc[:, 0:12], Asmem[:, :], Bsmem[0:12, :])"),
              r"N \(12\) must be a multiple of 8")
     rejected(GEMM, r"K \(8\) must be a multiple of 16", K=8, MODE="SWIZZLE_NONE")
-    rejected(GEMM.replace("f16", "f32"), "wgmma here multiplies f16 or bf16, got A f32", MODE="SWIZZLE_NONE")
+    rejected(GEMM.replace("f16", "f32"), "wgmma multiplies f16, bf16, tf32, e4m3/e5m2, i8/u8, got A f32",
+             MODE="SWIZZLE_NONE")
     rejected(GEMM.replace("acc = alloc_local((M, N), f32", "acc = alloc_local((M, N), f16")
              .replace("D: f32[M, N]", "D: f16[M, N]"), "the accumulator must be f32, got f16")
     mixed = GEMM.replace("Bsmem = pool.alloc((N, K), f16, layout=mma_shared_layout(f16",
@@ -269,9 +270,11 @@ def test_rejected_shapes_and_dtypes():
 
 
 def test_rejected_layouts():
-    # B stored N-contiguous (MN-major): not a layout this lowering reads
+    # B stored N-contiguous but as one long column, not in 64-element atoms: the rule and the fix are named
     mn_major = GEMM.replace("layout=mma_shared_layout(f16, MODE, (N, K))", "layout=S[(N, K) : (1, N)]")
-    rejected(mn_major, "B 'Bsmem' must be K-major")
+    rejected(mn_major, r"B 'Bsmem' is not in a layout the tensor core reads \(MN-major, 16B atoms of 8 K rows.*"
+             r"use tma_shared_layout\(f16, 0, \(MN, K\)\) for a K-major tile or tma_shared_layout\(f16, 0, \(K, MN\)\)",
+             MODE="SWIZZLE_NONE")
     # an accumulator in plain row-major registers per thread is no wgmma fragment
     row_major = GEMM.replace("layout=ACC", "layout=S[(M, N) : (N, 1)]").replace(CALL, "wg." + CALL)
     rejected(row_major, "wgmma +10 +declined: register buffer 'acc'")
@@ -296,3 +299,139 @@ kernel k(D: f32[4]):
 """
         with pytest.raises(TilecError, match=f"wgmma m64nNk16 needs N a multiple of 8 in \\[8, 256\\], {message}"):
             compile_source(text, "k.tile")
+
+
+# --------------------------------------------------------------------------
+# The rest of the Hopper wgmma table: 8-bit floats, tf32, integers, MN-major
+# --------------------------------------------------------------------------
+
+
+def typed(text, a, b, acc="f32"):
+    """GEMM with A of type `a`, B of type `b` and a `acc` accumulator and D."""
+    out = text.replace("A: f16", f"A: {a}").replace("B: f16", f"B: {b}")
+    out = out.replace("(M, K), f16, layout=mma_shared_layout(f16", f"(M, K), {a}, layout=mma_shared_layout({a}")
+    out = out.replace("(N, K), f16, layout=mma_shared_layout(f16", f"(N, K), {b}, layout=mma_shared_layout({b}")
+    return out.replace("alloc_local((M, N), f32", f"alloc_local((M, N), {acc}").replace("D: f32", f"D: {acc}")
+
+
+def fp8_bits(shape, dtype, rng):
+    """Random finite values of an 8-bit float type, as their bytes."""
+    values = wgmma_ptx_sim._from_bits(np.arange(256), dtype)
+    finite = np.flatnonzero(np.isfinite(values) & (np.abs(values) <= 64))
+    return rng.choice(finite, size=shape).astype(np.uint8), values
+
+
+@pytest.mark.parametrize("a, b, mode, n", [
+    ("e4m3", "e4m3", "SWIZZLE_128B_ATOM", 128),
+    ("e4m3", "e5m2", "SWIZZLE_64B_ATOM", 64),
+    ("e5m2", "e4m3", "SWIZZLE_NONE", 24),
+    ("e5m2", "e5m2", "SWIZZLE_32B_ATOM", 32),
+])
+def test_simulated_fp8(a, b, mode, n):
+    m, k = 64, 128
+    r = build(typed(GEMM, a, b), M=m, N=n, K=k, MODE=mode)
+    assert r.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{a}.{b} {{") == k // 32
+    rng = np.random.default_rng(3)
+    (A, va), (B, vb) = fp8_bits((m, k), a, rng), fp8_bits((n, k), b, rng)
+    D = np.full((m, n), np.nan, np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D})
+    assert relative_error(D, va[A] @ vb[B].T) < 1e-6
+
+
+def test_simulated_tf32():
+    r = build(typed(GEMM, "tf32", "tf32"), M=64, N=40, K=32, MODE="SWIZZLE_128B_ATOM")
+    assert r.ptx.count("wgmma.mma_async.sync.aligned.m64n40k8.f32.tf32.tf32 {") == 4
+    rng = np.random.default_rng(4)
+    A = (rng.standard_normal((64, 32)).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    B = (rng.standard_normal((40, 32)).astype(np.float32).view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    D = np.full((64, 40), np.nan, np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D})
+    assert relative_error(D, A.astype(np.float64) @ B.astype(np.float64).T) < 1e-6
+
+
+@pytest.mark.parametrize("a, b, n", [("i8", "u8", 48), ("u8", "u8", 24), ("i8", "i8", 32)])
+def test_simulated_integers(a, b, n):
+    r = build(typed(GEMM, a, b, acc="i32"), M=64, N=n, K=64, MODE="SWIZZLE_64B_ATOM")
+    ptx_type = {"i8": "s8", "u8": "u8"}
+    assert r.ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k32.s32.{ptx_type[a]}.{ptx_type[b]} {{") == 2
+    rng = np.random.default_rng(5)
+    lo = {"i8": (-128, 128), "u8": (0, 256)}
+    A = rng.integers(*lo[a], size=(64, 64)).astype(np.int8 if a == "i8" else np.uint8)
+    B = rng.integers(*lo[b], size=(n, 64)).astype(np.int8 if b == "i8" else np.uint8)
+    D = np.zeros((64, n), np.int32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D})
+    assert np.array_equal(D, A.astype(np.int64) @ B.astype(np.int64).T)
+
+
+def test_integer_n_follows_the_isa():
+    """m64n40k32 exists for f16 but not for s8: an integer N of 40 is cut
+    into five n8 instructions; N 80 is one instruction for both."""
+    i8 = typed(GEMM, "i8", "i8", acc="i32")
+    assert build(i8, M=64, N=80, K=32, MODE="SWIZZLE_32B_ATOM").ptx.count("m64n80k32.s32.s8.s8") == 1
+    assert build(GEMM, M=64, N=80, K=32, MODE="SWIZZLE_32B_ATOM").ptx.count("m64n80k16.f32.f16.f16") == 2
+    assert build(i8, M=64, N=40, K=32, MODE="SWIZZLE_32B_ATOM").ptx.count("m64n8k32.s32.s8.s8") == 5
+
+
+def transposed(text, a=False, b=True):
+    """GEMM with A stored K x M (`a`) and B stored K x N (`b`), both in the
+    TMA layout of their stored shape (MN-major)."""
+    out = text
+    if b:
+        out = out.replace("B: f16[N, K]", "B: f16[K, N]").replace(
+            "pool.alloc((N, K), f16, layout=mma_shared_layout(f16, MODE, (N, K)))",
+            "pool.alloc((K, N), f16, layout=tma_shared_layout(f16, MODE, (K, N)))")
+    if a:
+        out = out.replace("A: f16[M, K]", "A: f16[K, M]").replace(
+            "pool.alloc((M, K), f16, layout=mma_shared_layout(f16, MODE, (M, K)))",
+            "pool.alloc((K, M), f16, layout=tma_shared_layout(f16, MODE, (K, M)))")
+    flags = (", transpose_A=True" if a else "") + (", transpose_B=True" if b else "")
+    return out.replace("Asmem[:, :], Bsmem[:, :])", f"Asmem[:, :], Bsmem[:, :]{flags})")
+
+
+@pytest.mark.parametrize("m, n, k, mode, a, b", [
+    (64, 128, 64, "SWIZZLE_128B_ATOM", False, True),
+    (128, 64, 32, "SWIZZLE_64B_ATOM", True, True),
+    (64, 32, 32, "SWIZZLE_32B_ATOM", True, False),
+    (64, 24, 32, "SWIZZLE_NONE", False, True),
+    (128, 64, 64, "SWIZZLE_128B_ATOM", True, False),
+])
+def test_simulated_mn_major(m, n, k, mode, a, b):
+    r = build(transposed(GEMM, a, b), M=m, N=n, K=k, MODE=mode)
+    A, B = inputs(m, n, k, seed=6)
+    D = np.full((m, n), np.nan, np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": np.ascontiguousarray(A.T) if a else A,
+                                      "B": np.ascontiguousarray(B.T) if b else B, "D": D})
+    assert relative_error(D, A.astype(np.float64) @ B.astype(np.float64).T) < 1e-6
+    assert re.search(rf", {int(a)}, {int(b)};", r.ptx)
+
+
+def test_mn_major_bf16_with_a_from_registers():
+    text = transposed(GEMM_RS.replace("f16", "bf16").replace("copy(Bsmem[stage, :, :], B[:, :])",
+                                                            "copy(Bsmem[stage, :, :], B[:, :])"), a=False, b=False)
+    text = text.replace("B: bf16[N, K]", "B: bf16[K, N]").replace(
+        "pool.alloc((2, N, K), bf16, layout=mma_shared_layout(bf16, SWIZZLE_64B_ATOM, (2, N, K)))",
+        "pool.alloc((2, K, N), bf16, layout=tma_shared_layout(bf16, SWIZZLE_64B_ATOM, (2, K, N)))")
+    text = text.replace("Bsmem[stage, :, :], accum", "Bsmem[stage, :, :], transpose_B=True, accum")
+    r = build(text)
+    assert r.ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 4
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((64, 32)).astype(np.float32), rng.standard_normal((32, 64)).astype(np.float32)
+    A, B = ((x.view(np.uint32) >> 16).astype(np.uint16) for x in (a, b))
+    D = np.zeros((64, 64), np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "stage": 1})
+    exact = lambda u: (u.astype(np.uint32) << 16).view(np.float32).astype(np.float64)  # noqa: E731
+    assert relative_error(D, 2 * exact(A) @ exact(B)) < 1e-6
+
+
+def test_what_wgmma_reads_only_k_major():
+    fp8 = typed(GEMM, "e4m3", "e4m3")
+    rejected(fp8.replace("Asmem[:, :], Bsmem[:, :])", "Asmem[:, :], Bsmem[:, :], transpose_B=True)"),
+             "wgmma reads e4m3 B only K-major: transpose_B=True needs f16 or bf16", K=128)
+    # an N-contiguous e4m3 B (MN-major) is refused with the rule and the layout to use instead
+    mn = fp8.replace("layout=mma_shared_layout(e4m3, MODE, (N, K))", "layout=S[(N, K) : (1, N)]")
+    rejected(mn, r"B 'Bsmem' must be K-major in shared memory .*use tma_shared_layout\(e4m3, 0, \(MN, K\)\)",
+             MODE="SWIZZLE_NONE")
+    rejected(typed(GEMM, "e4m3", "f16"), "A and B must have dtypes of one family .e4m3 or e5m2., got e4m3 and f16",
+             MODE="SWIZZLE_NONE")
+    rejected(typed(GEMM, "i8", "u8"), "the accumulator must be i32, got f32", K=128)
+    rejected(typed(GEMM, "e4m3", "e4m3"), r"K \(48\) must be a multiple of 32", K=48, MODE="SWIZZLE_NONE")

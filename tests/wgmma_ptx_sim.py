@@ -10,9 +10,16 @@ checks (tilec/passes/dispatch/gemm_async/wgmma.py):
   address bits 0-13, LBO 16-29, SBO 32-45 (all >> 4), swizzle 62-63 (0
   none, 1 128B, 2 64B, 3 32B) -- and element (r, k) of a K-major operand
   is read where the canonical layout puts it: 8-row core groups SBO apart,
-  rows 16 bytes apart without swizzle (K halves LBO apart) or one swizzle
-  row (32/64/128 bytes) apart with it, the 16-byte chunks of the absolute
-  address XOR-ed with its 128-byte line index;
+  rows 16 bytes apart without swizzle (16-byte K chunks LBO apart) or one
+  swizzle row (32/64/128 bytes) apart with it, the 16-byte chunks of the
+  absolute address XOR-ed with its 128-byte line index.  An MN-major
+  operand (imm-trans 1) is the transpose: K rows one atom row apart in
+  groups of 8, the groups SBO apart, MN atoms LBO apart when swizzled;
+  unswizzled, 16-byte MN chunks SBO apart and 8-row K groups LBO apart
+  (CUTLASS's canonical GMMA layouts);
+- element types: f16, bf16, tf32 (the f32 bits, low 13 mantissa bits
+  ignored), e4m3, e5m2 (decoded from their bit fields), s8, u8 (s32
+  accumulators);
 - the accumulator fragment of m64nNk16 (the ISA's figure for D): value i of
   thread t = 32 w + l is row 16 w + l / 4 + 8 ((i / 2) % 2), column
   8 (i / 4) + 2 (l % 4) + i % 2; the A register fragment is the same with
@@ -40,8 +47,9 @@ import numpy as np
 from ptx_sim import YIELD, Kernel
 from tma_ptx_sim import TmaModel
 
-_MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(f16|bf16)\.(f16|bf16)$")
-_NP = {"f16": np.float16}
+_MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k(\d+)\.(f32|s32)\.(\w+)\.(\w+)$")
+_BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}
+_K = {2: 16, 4: 8, 1: 32}
 
 
 def run(ptx: str, meta: dict, args: dict, ctas=None, kernel: str = None, max_steps: int = 20_000_000) -> int:
@@ -61,20 +69,28 @@ def fragment(t: int, i: int) -> tuple:
     return 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
 
 
-def operand_addresses(desc: int, rows: int) -> np.ndarray:
-    """Byte addresses of the 16-bit elements (r, k), r < rows, k < 16, of a
-    K-major operand named by matrix descriptor `desc`."""
+def operand_addresses(desc: int, rows: int, eb: int = 2, trans: bool = False) -> np.ndarray:
+    """Byte addresses of the `eb`-byte elements (r, k), r < rows, k < the
+    instruction's K, of an operand named by matrix descriptor `desc`
+    (K-major, or MN-major when `trans`)."""
     start = (desc & 0x3FFF) << 4
     lbo = ((desc >> 16) & 0x3FFF) << 4
     sbo = ((desc >> 32) & 0x3FFF) << 4
     assert (desc >> 49) & 7 == 0, "base offset is not modelled"
     mode = (desc >> 62) & 3
     r = np.arange(rows)[:, None]
-    kb = np.arange(16)[None, :] * 2
-    if mode == 0:
-        return start + (r // 8) * sbo + (kb // 16) * lbo + (r % 8) * 16 + kb % 16
-    width = {1: 128, 2: 64, 3: 32}[mode]
-    a = start + (r // 8) * sbo + (r % 8) * width + kb
+    k = np.arange(_K[eb])[None, :]
+    width = {0: 16, 1: 128, 2: 64, 3: 32}[mode]
+    if not trans:
+        kb = k * eb
+        if mode == 0:
+            return start + (r // 8) * sbo + (kb // 16) * lbo + (r % 8) * 16 + kb % 16
+        a = start + (r // 8) * sbo + (r % 8) * width + kb
+    else:
+        rb = r * eb
+        if mode == 0:
+            return start + (rb // 16) * sbo + (k // 8) * lbo + (k % 8) * 16 + rb % 16
+        a = start + (rb // width) * lbo + (k // 8) * sbo + (k % 8) * width + rb % width
     xor_bits = {1: 3, 2: 2, 3: 1}[mode]
     return a ^ (((a >> 7) & ((1 << xor_bits) - 1)) << 4)
 
@@ -85,15 +101,44 @@ def _halves(words, dtype: str) -> np.ndarray:
     return _from_bits(bits, dtype)
 
 
+def _minifloat(bits: np.ndarray, exp_bits: int, man_bits: int, ieee_inf: bool) -> np.ndarray:
+    """An 8-bit float's value from its sign, exponent and mantissa fields
+    (e4m3 has no infinity: only S.1111.111 is NaN; e5m2 follows IEEE)."""
+    bits = bits.astype(np.int64)
+    sign = np.where(bits >> 7, -1.0, 1.0)
+    e = (bits >> man_bits) & ((1 << exp_bits) - 1)
+    m = bits & ((1 << man_bits) - 1)
+    bias = (1 << (exp_bits - 1)) - 1
+    value = np.where(e == 0, m / (1 << man_bits) * 2.0 ** (1 - bias),
+                     (1 + m / (1 << man_bits)) * 2.0 ** (e - bias))
+    top = (1 << exp_bits) - 1
+    nan = (e == top) & ((m != 0) if ieee_inf else (m == (1 << man_bits) - 1))
+    value = np.where(nan, np.nan, np.where(ieee_inf & (e == top) & (m == 0), np.inf, value))
+    return sign * value
+
+
 def _from_bits(bits: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "f16":
-        return bits.view(np.float16).astype(np.float32)
-    return (bits.astype(np.uint32) << 16).view(np.float32)
+        return bits.astype(np.uint16).view(np.float16).astype(np.float64)
+    if dtype == "bf16":
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if dtype == "tf32":
+        return (bits.astype(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32).astype(np.float64)
+    if dtype == "e4m3":
+        return _minifloat(bits, 4, 3, False)
+    if dtype == "e5m2":
+        return _minifloat(bits, 5, 2, True)
+    if dtype == "s8":
+        return bits.astype(np.uint8).view(np.int8).astype(np.float64)
+    assert dtype == "u8", dtype
+    return bits.astype(np.float64)
 
 
 def _read(shared, addrs: np.ndarray, dtype: str) -> np.ndarray:
     raw = np.frombuffer(shared, np.uint8)
-    bits = raw[addrs].astype(np.uint16) | (raw[addrs + 1].astype(np.uint16) << 8)
+    bits = np.zeros(addrs.shape, np.uint64)
+    for byte in range(_BYTES[dtype]):
+        bits |= raw[addrs + byte].astype(np.uint64) << np.uint64(8 * byte)
     return _from_bits(bits, dtype)
 
 
@@ -152,34 +197,53 @@ class HopperModel:
 
     def mma(self, op, ops, regs, special, val, shared):
         m = _MMA.match(op)
-        assert m and m.group(2) == m.group(3), f"wgmma form not modelled: {op}"
-        n, dtype = int(m.group(1)), m.group(2)
+        assert m, f"wgmma form not modelled: {op}"
+        n, k, d_type, a_type, b_type = int(m.group(1)), int(m.group(2)), m.group(3), m.group(4), m.group(5)
+        eb = _BYTES[a_type]
+        assert _BYTES[b_type] == eb and _K[eb] == k, op
         d = _regs(ops[0])
         assert len(d) == n // 2, f"{op} with {len(d)} accumulators"
         from_registers = ops[1].startswith("{")
         b_desc, scale_d = val(ops[2]), bool(val(ops[3]))
         imms = [int(x) for x in ops[4:]]
-        assert imms[:2] == [1, 1] and not any(imms[2:]), f"scale/transpose immediates not modelled: {imms}"
-        B = _read(shared, operand_addresses(b_desc, n), dtype)
+        if d_type == "s32":
+            assert imms == [], f"integer wgmma takes no immediates: {imms}"
+            trans_a = trans_b = 0
+        elif eb == 2:
+            assert imms[:2] == [1, 1], f"scale immediates not modelled: {imms}"
+            trans_a, trans_b = (0, imms[2]) if from_registers else imms[2:]
+        else:
+            assert imms == [1, 1], f"{a_type} takes scale-a, scale-b only: {imms}"
+            trans_a = trans_b = 0
+        B = _read(shared, operand_addresses(b_desc, n, eb, bool(trans_b)), b_type)
         if not from_registers:
-            A = _read(shared, operand_addresses(val(ops[1]), 64), dtype)
-            self._accumulate(regs, special["%tid.x"] % 128, d, A, B, scale_d)
+            A = _read(shared, operand_addresses(val(ops[1]), 64, eb, bool(trans_a)), a_type)
+            self._accumulate(regs, special["%tid.x"] % 128, d, A, B, scale_d, d_type)
             return True
+        assert eb == 2, f"A from registers is modelled for 16-bit types: {op}"
         words = [val(x) for x in _regs(ops[1])]
         group = self.arrive("wgmma.rs", 128, special, (regs, d, words, B, scale_d))
         if group is not None:
-            A = np.zeros((64, 16), np.float32)
+            A = np.zeros((64, 16), np.float64)
             for t, (_, _, w, _, _) in group.items():
-                for i, x in enumerate(_halves(w, dtype)):
+                for i, x in enumerate(_halves(w, a_type)):
                     A[fragment(t, i)] = x
             for t, (r, dd, _, BB, s) in group.items():
-                self._accumulate(r, t, dd, A, BB, s)
+                self._accumulate(r, t, dd, A, BB, s, d_type)
         return YIELD
 
     @staticmethod
-    def _accumulate(regs, t, d, A, B, scale_d):
+    def _accumulate(regs, t, d, A, B, scale_d, d_type="f32"):
         rows, cols = np.array([fragment(t, i) for i in range(len(d))]).T
-        acc = (A.astype(np.float64) @ B.astype(np.float64).T)[rows, cols].astype(np.float32)
+        prod = (A @ B.T)[rows, cols]
+        if d_type == "s32":
+            acc = prod.astype(np.int64)
+            if scale_d:
+                acc = acc + np.array([regs[name] for name in d], np.uint32).view(np.int32)
+            for name, bits in zip(d, acc.astype(np.int32).view(np.uint32).tolist()):
+                regs[name] = bits
+            return
+        acc = prod.astype(np.float32)
         if scale_d:
             acc = acc + np.array([regs[name] for name in d], np.uint32).view(np.float32)
         for name, bits in zip(d, acc.astype(np.float32).view(np.uint32).tolist()):

@@ -52,7 +52,7 @@ import attrs
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
-from tilec.compiler.mma_desc import BLOCK_SCALED_KINDS, SmemDescriptor, Tcgen05InstrDesc
+from tilec.compiler.mma_desc import BLOCK_SCALED_KINDS, SmemDescriptor, Tcgen05InstrDesc, wgmma_mma_k
 from tilec.compiler.targets import TARGETS, Target
 
 
@@ -174,15 +174,15 @@ def _check_smem_descriptor(family: str):
 # (rows below, after ptx.wgmma.wait_group; the lowering that writes them is
 # tilec/passes/dispatch/gemm_async/wgmma.py)
 
-_WGMMA_DTYPES = ("f16", "bf16")
-
-
 def _check_wgmma_mma(values: Dict, span) -> None:
-    n = values["n"]
-    if n % 8 or not 8 <= n <= 256:
-        raise TilecError(f"wgmma m64nNk16 needs N a multiple of 8 in [8, 256], got {n}", span)
-    if values["dtype"] not in _WGMMA_DTYPES:
-        raise TilecError(f"wgmma here takes f16 or bf16 operands, got {values['dtype']}", span)
+    """The ISA's rules for the form the compile-time fields describe
+    (`mma_desc.wgmma_mma_k`, the one table of wgmma types and shapes)."""
+    try:
+        wgmma_mma_k(values["dtype"], values["b_dtype"] or values["dtype"],
+                    "i32" if values["dtype"] in ("i8", "u8") else "f32", values["n"],
+                    a_major="MN" if values.get("trans_a") else "K", b_major="MN" if values.get("trans_b") else "K")
+    except TilecError as err:
+        raise err.with_span(span)
 
 
 def _wgmma_scale_d(e, op) -> str:
@@ -194,26 +194,45 @@ def _wgmma_scale_d(e, op) -> str:
     return p
 
 
-def _wgmma_accumulators(a) -> None:
-    if len(a.d) != a.n // 2:
-        raise TilecError(f"wgmma m64n{a.n}k16 accumulates into {a.n // 2} f32 registers per thread, got {len(a.d)}")
+def _wgmma_opcode(e, a, trans_a) -> str:
+    """`wgmma.mma_async.sync.aligned.m64nNkK.D.A.B d, A, b_desc, scale-d`
+    and the immediates the type family takes: scale-a, scale-b (floats)
+    and the transpose flags (16-bit types only) [PTX 9.7.15.5.2]."""
+    d_dtype = a.d[0].type if a.d else "f32"
+    b_dtype = a.b_dtype or a.dtype
+    k = wgmma_mma_k(a.dtype, b_dtype, d_dtype, a.n)
+    if len(a.d) != a.n // 2 or any(x.type != d_dtype for x in a.d):
+        raise TilecError(f"wgmma m64n{a.n}k{k} accumulates into {a.n // 2} {d_dtype} registers per thread, "
+                         f"got {len(a.d)}")
+    ptx = {t: DTYPES[t].ptx for t in (a.dtype, b_dtype, d_dtype)}
+    head = f"wgmma.mma_async.sync.aligned.m64n{a.n}k{k}.{ptx[d_dtype]}.{ptx[a.dtype]}.{ptx[b_dtype]}"
+    if a.dtype in ("i8", "u8"):
+        imm = ""
+    elif a.dtype in ("f16", "bf16"):
+        imm = ", 1, 1" + (f", {trans_a}" if trans_a is not None else "") + f", {a.trans_b}"
+    else:
+        imm = ", 1, 1"
+    return head, imm
 
 
 def _wgmma_mma_async(e, a) -> None:
-    _wgmma_accumulators(a)
+    head, imm = _wgmma_opcode(e, a, a.trans_a)
     scale = _wgmma_scale_d(e, a.scale_d)
-    e.line(f"wgmma.mma_async.sync.aligned.m64n{a.n}k16.f32.{a.dtype}.{a.dtype} {a.d}, {a.a_desc}, {a.b_desc}, "
-           f"{scale}, 1, 1, {a.trans_a}, {a.trans_b};")
+    e.line(f"{head} {a.d}, {a.a_desc}, {a.b_desc}, {scale}{imm};")
 
 
 def _wgmma_mma_async_rs(e, a) -> None:
-    _wgmma_accumulators(a)
-    if len(a.a) != 8 or not all(x.is_reg and x.type == a.dtype for x in a.a):
-        raise TilecError(f"wgmma with A in registers takes the thread's 8 {a.dtype} elements of the 64x16 A tile")
-    packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(a.a[0::2], a.a[1::2]))
+    head, imm = _wgmma_opcode(e, a, None)
+    per = 32 // DTYPES[a.dtype].bits  # values in one 32-bit register
+    if len(a.a) != 4 * per or not all(x.is_reg and x.type == a.dtype for x in a.a):
+        raise TilecError(f"wgmma with A in registers takes the thread's {4 * per} {a.dtype} elements of the "
+                         f"64xK A tile")
+    if per == 2:
+        packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(a.a[0::2], a.a[1::2]))
+    else:
+        packed = Operands(a.a)
     scale = _wgmma_scale_d(e, a.scale_d)
-    e.line(f"wgmma.mma_async.sync.aligned.m64n{a.n}k16.f32.{a.dtype}.{a.dtype} {a.d}, {packed}, {a.b_desc}, "
-           f"{scale}, 1, 1, {a.trans_b};")
+    e.line(f"{head} {a.d}, {packed}, {a.b_desc}, {scale}{imm};")
 
 
 _HOPPER = ("hopper",)
@@ -296,18 +315,20 @@ _TABLE = [
                   "byte offsets `ldo`, `sdo` in 16-byte units, `swizzle` a SWIZZLE_* mode "
                   "(tilec.compiler.mma_desc).  Adding k to it advances the start address by 16k bytes."),
     Intrinsic("ptx.wgmma.mma_async",
-              "d: regs(f32), a_desc: value(u64), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
-              "trans_a: int(0|1) = 0, trans_b: int(0|1) = 0",
+              "d: regs(f32|i32), a_desc: value(u64), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
+              "b_dtype: dtype = None, trans_a: int(0|1) = 0, trans_b: int(0|1) = 0",
               "sm_90a", _wgmma_mma_async, families=_HOPPER, check=_check_wgmma_mma,
-              doc="wgmma.mma_async m64nNk16 with f32 accumulators `d` (the thread's N/2 registers in "
-                  "fragment order) and A, B in shared memory; D = A*B + (scale_d ? D : 0).  "
-                  "trans_a/trans_b select MN-major operands."),
+              doc="wgmma.mma_async m64nNkK with accumulators `d` (the thread's N/2 f32 registers, i32 for "
+                  "i8/u8 inputs, in fragment order) and A, B in shared memory; D = A*B + (scale_d ? D : 0).  "
+                  "`dtype` is A's type, `b_dtype` B's (default: A's): f16, bf16 (K 16), tf32 (K 8), "
+                  "e4m3/e5m2 in any mix (K 32), i8/u8 in any mix (K 32).  trans_a/trans_b select "
+                  "MN-major operands (f16 and bf16 only)."),
     Intrinsic("ptx.wgmma.mma_async.rs",
-              "d: regs(f32), a: values(any), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
-              "trans_b: int(0|1) = 0",
+              "d: regs(f32|i32), a: values(any), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
+              "b_dtype: dtype = None, trans_b: int(0|1) = 0",
               "sm_90a", _wgmma_mma_async_rs, families=_HOPPER, check=_check_wgmma_mma,
-              doc="wgmma.mma_async m64nNk16 with A from registers: `a` is the thread's 8 elements of the "
-                  "64x16 A tile in fragment order (packed in pairs)."),
+              doc="wgmma.mma_async m64nNkK with A from registers: `a` is the thread's four 32-bit registers "
+                  "of the 64xK A tile in fragment order (8 16-bit elements, packed in pairs)."),
     # thread barriers
     Intrinsic("cuda.cta_sync", "", "sm_80", "bar.sync 0;", doc="Barrier over the whole CTA."),
     Intrinsic("cuda.warpgroup_sync", "barrier_id: int", "sm_80", "bar.sync {barrier_id}, 128;",
@@ -315,6 +336,10 @@ _TABLE = [
               doc="Barrier over the 128 threads of this warpgroup on named barrier 1-15 "
                   "(0 is cta_sync's); warpgroups synchronising independently use distinct ids."),
     Intrinsic("cuda.warp_sync", "", "sm_80", "bar.warp.sync 0xffffffff;", doc="Barrier over the warp."),
+    Intrinsic("cuda.cluster_sync", "", "sm_90a",
+              "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;",
+              doc="Barrier over every thread of every CTA of the cluster (release/acquire: shared memory "
+                  "written before it by one CTA is visible after it to the others)."),
 ]
 
 # ---- named barriers over any set of warps --------------------------------

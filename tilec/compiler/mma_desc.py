@@ -682,13 +682,18 @@ def tcgen05_check_operand_swizzle(kind: str, major: str, swizzle: int) -> None:
 
 # wgmma.mma_async type combinations and K.  [PTX] 9.7.15.5 (wgmma.mma_async
 # syntax: .f16 -> D f16/f32, .bf16 -> D f32, .tf32 -> D f32, .e4m3/.e5m2 -> D
-# f16/f32).  tilec does not lower the integer or .b1 forms.
+# f16/f32, .s8/.u8 -> D s32, A and B of one family in any mix).  tilec does
+# not lower the .b1 forms.
 _WGMMA_TYPES = (
     (("f16",), ("f16", "f32"), 16),
     (("bf16",), ("f32",), 16),
     (("tf32",), ("f32",), 8),
     (("e4m3", "e5m2"), ("f16", "f32"), 32),
+    (("i8", "u8"), ("i32",), 32),
 )
+_WGMMA_INT_N = (8, 16, 24) + tuple(range(32, 257, 16))
+"""N of the integer forms: m64n8/16/24k32, then multiples of 16 [PTX]; ptxas
+refuses m64n40k32 for s8 x u8."""
 
 
 def wgmma_mma_k(a_dtype: str, b_dtype: str, d_dtype: str, n: int, *, a_major: str = "K", b_major: str = "K") -> int:
@@ -706,8 +711,12 @@ def wgmma_mma_k(a_dtype: str, b_dtype: str, d_dtype: str, n: int, *, a_major: st
         raise TilecError(f"wgmma with A={a_dtype} needs B in {_fmt_set(ab)}, got B={b_dtype}")
     if d_dtype not in ds:
         raise TilecError(f"wgmma with {a_dtype} inputs needs D in {_fmt_set(ds)}, got D={d_dtype}")
-    if n % 8 or not 8 <= n <= 256:
-        raise TilecError(f"wgmma needs N a multiple of 8 in [8, 256], got {n}")
+    if ab == ("i8", "u8"):
+        if n not in _WGMMA_INT_N:
+            raise TilecError(f"wgmma with {a_dtype} inputs needs N in {{8, 16, 24}} or a multiple of 16 in "
+                             f"[32, 256], got {n}")
+    elif n % 8 or not 8 <= n <= 256:
+        raise TilecError(f"wgmma m64nNk{k} needs N a multiple of 8 in [8, 256], got {n}")
     for name, major in (("A", a_major), ("B", b_major)):
         if major not in ("K", "MN"):
             raise ValueError(f"operand major must be 'K' or 'MN', got {major!r}")

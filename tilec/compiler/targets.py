@@ -31,7 +31,7 @@ class Target:
 
 TARGETS = {
     "sm_80": Target("sm_80", 80, "8.0", "ampere", 163 * 1024, 48 * 1024),
-    "sm_90a": Target("sm_90a", 90, "8.0", "hopper", 227 * 1024, 227 * 1024),
+    "sm_90a": Target("sm_90a", 90, "8.4", "hopper", 227 * 1024, 227 * 1024),  # 8.4: wgmma with mixed integer types
     "sm_100a": Target("sm_100a", 100, "8.7", "blackwell", 227 * 1024, 227 * 1024),
 }
 

@@ -1,16 +1,20 @@
-"""A region located on its buffer's layout: for each dim the region spans,
-the offset every local index adds on each axis (`m` for shared memory,
-`TLane`/`TCol` for tensor memory), the compile-time origin, and the
-run-time starts with their strides.  The tensor-core lowerings (tcgen05
-mma, cp, ld) read their operands this way so that shared-matrix
-descriptors and tensor-memory addresses come from the layout itself.
+"""A region located on its buffer's layout: per element, the offset on each
+layout axis (memory `m`, tensor-memory lanes and columns).
 
-numpy is imported where it is used: dispatch loads every variant module,
-and a compile that never reads such an operand should not pay for it.
+The tensor-core variants (wgmma, tcgen05.mma, tcgen05.cp / ld) check their
+operands element by element against what the hardware reads, so they all
+start from the same question: where does the layout put element x of this
+region?  `place` answers it once, as one table per region dim (the offsets
+are a sum over dims, because a layout's iterators split each dim on its
+own), plus the part that depends on run-time starts.
+
+The tables are plain lists: a Hopper or sm_80 compile never imports numpy
+(tests/test_compile_speed.py).  `grid`, which only the Blackwell variants
+use, builds a numpy array on demand.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import attrs
 
@@ -19,20 +23,19 @@ from tilec.compiler.layout import TileLayout, fuse_contiguous
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.operands import Region, const
-
-if TYPE_CHECKING:
-    import numpy as np
+from tilec.passes.dispatch.operands import Divisors, Region, const
 
 
-def _digits(iters, xs) -> Dict[str, np.ndarray]:
+def _digits(iters, xs) -> Dict[str, List[int]]:
     """Per axis, the offset the iterators give each index in `xs`."""
-    import numpy as np
-    x = np.asarray(xs, dtype=np.int64)
-    out: Dict[str, np.ndarray] = {}
-    for it in reversed(iters):
-        x, digit = np.divmod(x, it.extent)
-        out[it.axis] = out.get(it.axis, 0) + digit * it.stride
+    out: Dict[str, List[int]] = {}
+    for x in xs:
+        offs: Dict[str, int] = {}
+        for it in reversed(iters):
+            x, digit = divmod(x, it.extent)
+            offs[it.axis] = offs.get(it.axis, 0) + digit * it.stride
+        for a, v in offs.items():
+            out.setdefault(a, []).append(v)
     return out
 
 
@@ -57,7 +60,7 @@ class Placed:
     def shape(self) -> tuple:
         return tuple(self.region.extents[d] for d in self.dims)
 
-    def grid(self, axis: str) -> np.ndarray:
+    def grid(self, axis: str) -> "np.ndarray":  # noqa: F821
         """The compile-time offset on `axis` of every element, over the
         region's shape."""
         import numpy as np
@@ -66,19 +69,24 @@ class Placed:
             if axis in t:
                 view = [1] * len(self.shape)
                 view[i] = -1
-                out = out + np.reshape(t[axis], view)
+                out = out + np.reshape(np.asarray(t[axis], dtype=np.int64), view)
         return out
 
-    def line(self, i: int, axis: str) -> np.ndarray:
+    def line(self, i: int, axis: str) -> List[int]:
         """The offsets along local dim i on `axis` (zeros when it does not move it)."""
-        import numpy as np
-        return np.asarray(self.tables[i].get(axis, np.zeros(self.shape[i], dtype=np.int64)))
+        return list(self.tables[i].get(axis, [0] * self.shape[i]))
 
 
-def place(r: Region, axes: Sequence[str], what: str) -> Placed:
+def place(r: Region, axes: Sequence[str], what: str, divisors: Optional[Divisors] = None) -> Placed:
     """`r` on its layout; a located error when the layout uses an axis other
-    than `axes` or a run-time start cannot be followed."""
-    import numpy as np
+    than `axes` or a run-time start cannot be followed.
+
+    A run-time start is followed when its dim is laid out with one stride,
+    or -- given `divisors` -- when every start the expression can take (the
+    in-bounds multiples of what is known to divide it) moves the region by
+    start * stride and leaves its local offsets as they are: a tile
+    `Asmem[c * 64 : c * 64 + 64, :]` of a swizzled layout whose 8-row
+    groups are 64 rows apart."""
     buf = r.buffer
     layout = buf.tile_layout
     name = f"{what} '{buf.name}'"
@@ -97,19 +105,15 @@ def place(r: Region, axes: Sequence[str], what: str) -> Placed:
         iters = grouped.dim(d)
         s = const(start)
         if s is None:
-            lin = fuse_contiguous(iters)
-            if len(lin) != 1:
-                raise TilecError(
-                    f"{name}: the run-time start '{print_expr(start)}' of dim {d} needs that dim laid out "
-                    f"with one stride, not {', '.join(str(it) for it in iters) or 'none'}"
-                )
-            dynamic.setdefault(lin[0].axis, []).append((start, lin[0].stride))
-            local = {lin[0].axis: np.arange(extent, dtype=np.int64) * lin[0].stride}
+            strides = _runtime_strides(iters, start, extent, buf.shape[d], divisors, name, d)
+            for axis, stride in strides.items():
+                dynamic.setdefault(axis, []).append((start, stride))
+            local = {a: [x - v[0] for x in v] for a, v in _digits(iters, range(extent)).items()}
         else:
-            origin = _digits(iters, [s])
+            origin = {a: v[0] for a, v in _digits(iters, [s]).items()}
             for a, v in origin.items():
-                base[a] = base.get(a, 0) + int(v[0])
-            local = {a: v - origin[a][0] for a, v in _digits(iters, s + np.arange(extent)).items()}
+                base[a] = base.get(a, 0) + v
+            local = {a: [x - origin[a] for x in v] for a, v in _digits(iters, range(s, s + extent)).items()}
         if extent > 1:
             dims.append(d)
             tables.append(local)
@@ -126,3 +130,39 @@ def matrix(r: Region, what: str) -> tuple:
             f"got extents {r.extents}"
         )
     return shape
+
+
+def _runtime_strides(iters, start, extent: int, size: int, divisors: Optional[Divisors], name: str,
+                     d: int) -> Dict[str, int]:
+    """Per axis, the stride a run-time start of dim d moves the region by;
+    a located error when the region's place does not follow the start
+    linearly."""
+    lin = fuse_contiguous(iters)
+    if len(lin) == 1:
+        return {lin[0].axis: lin[0].stride}
+    step = (divisors.of(start) or 1) if divisors is not None else None
+    starts = list(range(0, size - extent + 1, step)) if step else []
+    if len(starts) == 1:
+        return {}  # the only start in bounds is 0
+    differs = ""
+    if len(starts) > 1:
+        at = _digits(iters, starts)
+        inner = _digits(iters, range(extent))
+        strides = {a: (v[1] - v[0]) // step for a, v in at.items()}
+        linear = all(v[n] == s * strides[a] for a, v in at.items() for n, s in enumerate(starts))
+        if linear and all(_same_tile(_digits(iters, range(s, s + extent)), at, n, inner, extent)
+                          for n, s in enumerate(starts)):
+            return {a: s for a, s in strides.items() if s}
+        differs = (f" or the same layout at every start it can take (the tile at index {int(starts[1])} is laid "
+                   f"out differently from the one at 0)")
+    raise TilecError(
+        f"{name}: the run-time start '{print_expr(start)}' of dim {d} needs that dim laid out "
+        f"with one stride, not {', '.join(str(it) for it in iters) or 'none'}{differs}"
+    )
+
+
+def _same_tile(moved: Dict[str, List[int]], at: Dict[str, List[int]], n: int, inner: Dict[str, List[int]],
+               extent: int) -> bool:
+    """Whether the tile at the n-th start is the one at 0, moved."""
+    return all(moved.get(a, [0] * extent) == [at[a][n] + x for x in inner.get(a, [0] * extent)]
+               for a in set(at) | set(moved))

@@ -1,12 +1,25 @@
-"""A shared-memory operand of tcgen05 as its 64-bit matrix descriptor
-reads it: every element of every instruction tile is located by the
-buffer's layout and by the hardware's canonical layout, and they must
-agree, so a layout the tensor core cannot read is an error, not a wrong
-result.  The tcgen05 mma and cp lowerings use it.
+"""Shared-memory matrix operands of the tensor core, for both generations.
+
+Hopper's wgmma and Blackwell's tcgen05 (mma and cp) read a shared operand
+the same way: through a 64-bit matrix descriptor naming a grid of swizzle
+atoms, K-major or MN-major, with a leading and a stride byte offset between
+atoms.  Only the descriptor's bit positions differ, and those live in
+`tilec.compiler.mma_desc`.  So one function here decides, for either family,
+whether a region's layout is one the hardware reads and what the
+descriptor's fields are; the variants differ only in the tiles they ask for.
+
+The check is element by element: every element of every instruction tile is
+located by the buffer's layout and by the hardware's canonical layout for
+the candidate descriptor, and they must agree.  A layout the tensor core
+cannot read is therefore a located error naming the rule it breaks, never a
+wrong result.  The one alignment rule: the buffer's first byte (for a
+dynamic-arena buffer, what its offset in the arena allows) is aligned to
+the bytes the swizzle pattern repeats over, 16 without swizzle, and every
+tile starts on a row-group boundary of its atoms.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import attrs
 
@@ -14,15 +27,12 @@ from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.layout_axes import LayoutError
-from tilec.compiler.mma_desc import SWIZZLE_NONE, SWIZZLE_WIDTH_BYTES, smem_desc_for_layout
+from tilec.compiler.mma_desc import SWIZZLE_NONE, smem_desc_for_layout
 from tilec.compiler.printer import print_expr
-from tilec.compiler.swizzle import swizzle_mode
+from tilec.compiler.swizzle import ATOM_BYTES, swizzle_mode
 from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer
-from tilec.passes.dispatch.operands import Divisors, add, mul
-from tilec.passes.dispatch.placement import Placed
-
-if TYPE_CHECKING:
-    import numpy as np
+from tilec.passes.dispatch.operands import Divisors, Region, add, mul
+from tilec.passes.dispatch.placement import Placed, place
 
 
 def effective_align(buf: Buffer) -> int:
@@ -36,11 +46,18 @@ def effective_align(buf: Buffer) -> int:
     return align
 
 
-def _canonical(major: str, width: int, s_mn: int, s_k: int, i: np.ndarray, k: np.ndarray) -> np.ndarray:
+def repeat_bytes(mode: int) -> int:
+    """The bytes a swizzle mode's pattern repeats over (8 atom rows; 16
+    unswizzled): what a descriptor's start address is aligned to."""
+    return 16 if mode == SWIZZLE_NONE else 1 << (7 + mode)
+
+
+def canonical(major: str, width: int, s_mn: int, s_k: int, i: int, k: int) -> int:
     """Element offsets of the hardware's canonical layout [PTX "Shared Memory
-    Layout and Swizzling"; CUTLASS make_umma_desc], `width` the elements in
-    one atom row (16 bytes unswizzled) and s_mn / s_k the element distance
-    between atoms along MN / K:
+    Layout and Swizzling", "Canonical Layouts"; CUTLASS make_gmma_desc /
+    make_umma_desc], `width` the elements in one atom row (16 bytes
+    unswizzled) and s_mn / s_k the element distance between atoms along
+    MN / K:
 
       K-major:  (i / 8) s_mn + (i % 8) width + (k / width) s_k + k % width
       MN-major: (i / width) s_mn + i % width + (k / 8) s_k + (k % 8) width
@@ -57,6 +74,7 @@ class SharedMatrix:
     first element (`starts`, keyed by the tile's (mn, k) origin) plus the
     run-time part `dynamic` (an expression, or None)."""
 
+    family: str
     buffer: Buffer
     major: str
     ldo: int
@@ -71,7 +89,7 @@ class SharedMatrix:
         zeros = ir.ListExpr(tuple(ir.Int(0) for _ in self.buffer.shape))
         base = ir.Method(ir.Name(self.buffer.name), "ptr_to", (zeros,))
         args = (base, ir.Int(self.ldo), ir.Int(self.sdo), ir.Int(self.swizzle))
-        call = ir.Call("ptx.tcgen05.encode_matrix_descriptor", args)
+        call = ir.Call(f"ptx.{self.family}.encode_matrix_descriptor", args)
         return call if self.dynamic is None else ir.Binary("+", call, self.dynamic)
 
     def operand(self, desc: str, tile: tuple) -> ir.Expr:
@@ -79,23 +97,45 @@ class SharedMatrix:
         return add(ir.Name(desc), self.starts[tile])
 
 
-def shared_matrix(
-    p: Placed,
-    base: int,
-    mn: np.ndarray,
-    k: np.ndarray,
+def operand_matrix(
+    family: str,
+    r: Region,
+    transposed: bool,
     tiles: Sequence[tuple],
     tile_shape: tuple,
     divisors: Divisors,
     what: str,
     majors: Sequence[str] = ("K", "MN"),
 ) -> SharedMatrix:
-    """Check that the tensor core can read the shared elements of placed
-    region `p` whose pre-swizzle offsets from the buffer's first element are
-    `base + mn[i] + k[j]` (compile-time part) as a matrix, in tiles of
-    `tile_shape` (MN x K elements) at the (mn, k) origins `tiles`, and derive
-    the descriptor."""
-    import numpy as np
+    """A GEMM operand: region `r` is MN x K (K x MN when `transposed`), read
+    in tiles of `tile_shape` (MN x K elements) at the (mn, k) origins
+    `tiles`.  Whether it is K- or MN-major comes from its layout."""
+    p = place(r, ("m",), what, divisors)
+    if len(p.dims) != 2:
+        raise TilecError(f"{what} '{r.name}' must be a 2-D tile in shared memory, got extents {r.extents}")
+    mn, k = (1, 0) if transposed else (0, 1)
+    return shared_matrix(family, p, p.base.get("m", 0), p.line(mn, "m"), p.line(k, "m"), tiles, tile_shape,
+                         divisors, what, majors)
+
+
+def shared_matrix(
+    family: str,
+    p: Placed,
+    base: int,
+    mn,
+    k,
+    tiles: Sequence[tuple],
+    tile_shape: tuple,
+    divisors: Divisors,
+    what: str,
+    majors: Sequence[str] = ("K", "MN"),
+) -> SharedMatrix:
+    """Check that the `family` tensor core ("wgmma" or "tcgen05") can read
+    the shared elements of placed region `p` whose pre-swizzle offsets from
+    the buffer's first element are `base + mn[i] + k[j]` (compile-time part)
+    as a matrix, in tiles of `tile_shape` (MN x K elements) at the (mn, k)
+    origins `tiles`, and derive the descriptor."""
+    mn, k = [int(x) for x in mn], [int(x) for x in k]
     buf = p.region.buffer
     dt = DTYPES[buf.dtype]
     name = f"{what} '{buf.name}'"
@@ -108,13 +148,14 @@ def shared_matrix(
         mode = swizzle_mode(layout.swizzle, dt)
     except LayoutError as err:
         raise TilecError(f"{name}: {err.message}") from None
-    repeat = 16 if mode == SWIZZLE_NONE else 1 << (7 + mode)  # bytes the swizzle pattern repeats over
+    repeat = repeat_bytes(mode)
     if effective_align(buf) % repeat:
         raise TilecError(
-            f"{name} starts on a {effective_align(buf)}-byte boundary; its {SWIZZLE_WIDTH_BYTES[mode]}B-swizzled "
+            f"{name} starts on a {effective_align(buf)}-byte boundary; its {ATOM_BYTES[mode]}B-swizzled "
             f"atoms need {repeat}"
         )
-    width = SWIZZLE_WIDTH_BYTES[mode] * 8 // dt.bits
+    width = ATOM_BYTES[mode] * 8 // dt.bits
+    hint = _suggestion(buf.dtype, mode, majors)
     if len(mn) > 1 and mn[1] - mn[0] == 1 and "MN" in majors and not (len(k) > 1 and k[1] - k[0] == 1):
         major = "MN"
     elif len(k) > 1 and k[1] - k[0] == 1 and "K" in majors:
@@ -122,23 +163,30 @@ def shared_matrix(
     else:
         raise TilecError(
             f"{name} must be {' or '.join(m + '-major' for m in majors)} in shared memory (elements consecutive "
-            f"along {' or '.join(majors)}), but its layout is {layout}"
+            f"along {' or '.join(majors)}), but its layout is {layout}; {hint}"
         )
     group_mn, group_k = (8, width) if major == "K" else (width, 8)
     s_mn = int(mn[group_mn] - mn[0]) if len(mn) > group_mn else 0
     s_k = int(k[group_k] - k[0]) if len(k) > group_k else 0
-    i = np.arange(tile_shape[0])[:, None]
-    j = np.arange(tile_shape[1])[None, :]
-    want = _canonical(major, width, s_mn, s_k, i, j)
+    # Both the layout's offsets and the canonical layout are a row part plus
+    # a column part, zero at the tile's origin, so they agree on every
+    # element exactly when they agree along the tile's first row and column.
+    want_mn = [canonical(major, width, s_mn, s_k, i, 0) for i in range(tile_shape[0])]
+    want_k = [canonical(major, width, s_mn, s_k, 0, j) for j in range(tile_shape[1])]
     for m0, k0 in tiles:
-        got = (mn[m0:m0 + tile_shape[0]] - mn[m0])[:, None] + (k[k0:k0 + tile_shape[1]] - k[k0])[None, :]
-        bad = np.argwhere(got != want)
-        if len(bad):
-            a, b = bad[0]
+        got_mn = [mn[m0 + i] - mn[m0] for i in range(tile_shape[0])]
+        got_k = [k[k0 + j] - k[k0] for j in range(tile_shape[1])]
+        bad = next(((i, 0) for i in range(tile_shape[0]) if got_mn[i] != want_mn[i]), None) or next(
+            ((0, j) for j in range(tile_shape[1]) if got_k[j] != want_k[j]), None)
+        if bad is not None:
+            a, b = bad
+            got, want = got_mn[a] + got_k[b], want_mn[a] + want_k[b]
             raise TilecError(
                 f"{name} is not in a layout the tensor core reads ({major}-major, "
-                f"{SWIZZLE_WIDTH_BYTES[mode]}B atoms): element ({m0 + a}, {k0 + b}) of the tile at ({m0}, {k0}) "
-                f"is {got[a, b]} elements from its start, the descriptor reads it at {want[a, b]} ({layout})"
+                f"{ATOM_BYTES[mode]}B atoms of 8 {'rows' if major == 'K' else 'K rows'} of "
+                f"{width} {'K' if major == 'K' else 'MN'} elements): element ({m0 + a}, {k0 + b}) of the tile at "
+                f"({m0}, {k0}) is {got} elements from its start, the descriptor reads it at {want} "
+                f"({layout}); {hint}"
             )
     for stride, along in ((s_mn, "MN"), (s_k, "K")):
         if stride * dt.bits % 8:
@@ -147,7 +195,7 @@ def shared_matrix(
     used_k = tile_shape[1] > group_k
     try:
         desc = smem_desc_for_layout(
-            "tcgen05", buf.dtype, major, mode,
+            family, buf.dtype, major, mode,
             mn_stride=s_mn * dt.bits // 8 if used_mn else None,
             k_stride=s_k * dt.bits // 8 if used_k and not (major == "K" and mode != SWIZZLE_NONE) else None,
         )
@@ -155,17 +203,25 @@ def shared_matrix(
         raise TilecError(f"{name}: {err.message}") from None
     starts = {}
     for m0, k0 in tiles:
-        bits = (base + int(mn[m0]) + int(k[k0])) * dt.bits
+        bits = (base + mn[m0] + k[k0]) * dt.bits
         if bits % 128:
             raise TilecError(f"{name}: the tile at ({m0}, {k0}) does not start on a 16-byte boundary")
         if mode != SWIZZLE_NONE and (bits // 8 >> 7) & ((1 << mode) - 1):
             raise TilecError(
                 f"{name}: the tile at ({m0}, {k0}) starts {bits // 8} bytes into the buffer, inside a "
-                f"{SWIZZLE_WIDTH_BYTES[mode]}B swizzle atom (not on one of its 8-row boundaries)"
+                f"{ATOM_BYTES[mode]}B swizzle atom: it does not start on a {repeat}-byte boundary "
+                f"(one of the atom's 8-row boundaries)"
             )
         starts[(m0, k0)] = bits // 128
     ldo, sdo, swizzle = desc.intrinsic_args()
-    return SharedMatrix(buf, major, ldo, sdo, swizzle, starts, _dynamic_units(p, divisors, repeat, name))
+    return SharedMatrix(family, buf, major, ldo, sdo, swizzle, starts, _dynamic_units(p, divisors, repeat, name))
+
+
+def _suggestion(dtype: str, mode: int, majors: Sequence[str]) -> str:
+    """What to write instead: the TMA layouts of the majors allowed."""
+    forms = {"K": f"tma_shared_layout({dtype}, {mode}, (MN, K)) for a K-major tile",
+             "MN": f"tma_shared_layout({dtype}, {mode}, (K, MN)) for an MN-major one (transpose_A / transpose_B)"}
+    return "use " + " or ".join(forms[m] for m in majors)
 
 
 def _dynamic_units(p: Placed, divisors: Divisors, repeat: int, name: str) -> Optional[ir.Expr]:

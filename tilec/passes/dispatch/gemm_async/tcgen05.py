@@ -68,7 +68,7 @@ from tilec.compiler.mma_desc import (
 from tilec.passes.dispatch.operands import Divisors, Region, region
 from tilec.passes.dispatch.placement import matrix, place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
-from tilec.passes.dispatch.smem_matrix import shared_matrix
+from tilec.passes.dispatch.smem_matrix import operand_matrix
 from tilec.passes.dispatch.tmem import (
     check_cta_pair,
     column_bits,
@@ -182,21 +182,16 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     blocks = [(nb * n_mma, kk * mma_k) for nb in range(N // n_mma) for kk in range(k_steps)]
 
     divisors = Divisors(ctx.symbols.kernel)
-    b_place = place(c.B, ("m",), "gemm_async's B")
-    b_mn, b_kk = (1, 0) if c.trans_b else (0, 1)
-    B = shared_matrix(b_place, b_place.base.get("m", 0), b_place.line(b_mn, "m"), b_place.line(b_kk, "m"),
-                      sorted({(n0 // cg, k0) for n0, k0 in blocks}), (n_mma // cg, mma_k), divisors, "gemm_async's B")
+    B = operand_matrix("tcgen05", c.B, c.trans_b, sorted({(n0 // cg, k0) for n0, k0 in blocks}),
+                       (n_mma // cg, mma_k), divisors, "gemm_async's B")
     if c.A.scope == "tmem":
         if c.trans_a:
             raise TilecError("gemm_async: A in tensor memory is M x K (transpose_A=False), read K-major")
         A = None
         a_major = "K"
     else:
-        a_place = place(c.A, ("m",), "gemm_async's A")
-        a_mn, a_kk = (1, 0) if c.trans_a else (0, 1)
-        A = shared_matrix(a_place, a_place.base.get("m", 0), a_place.line(a_mn, "m"), a_place.line(a_kk, "m"),
-                          sorted({(0, k0) for _, k0 in blocks}), (M, mma_k), divisors, "gemm_async's A",
-                          majors=("K",) if c.A.dtype == "e2m1" else ("K", "MN"))
+        A = operand_matrix("tcgen05", c.A, c.trans_a, sorted({(0, k0) for _, k0 in blocks}), (M, mma_k), divisors,
+                           "gemm_async's A", majors=("K",) if c.A.dtype == "e2m1" else ("K", "MN"))
         a_major = A.major
         tcgen05_check_operand_swizzle(kind, A.major, A.swizzle)
     tcgen05_check_operand_swizzle(kind, B.major, B.swizzle)
