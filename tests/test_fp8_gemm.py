@@ -224,7 +224,11 @@ def test_wgmma_forms_match_torch(torch_on_hopper, a, b, acc, mode, n, k):
     if a == "tf32":  # the tensor core reads the top 19 bits of each f32
         da = (A.view(torch.int32) & -8192).view(torch.float32).double()
         db = (B.view(torch.int32) & -8192).view(torch.float32).double()
-    assert torch_relative_error(torch, D, da @ db.T) < 1e-5
+    # Hopper's FP8 tensor cores add their products with fewer than f32's
+    # mantissa bits (the reason DeepGEMM promotes to f32 registers every few
+    # K blocks): measured 5.5e-5 for e4m3 x e5m2 on an H100; the other forms pass 1e-5
+    tolerance = 1e-3 if a in ("e4m3", "e5m2") else 1e-5
+    assert torch_relative_error(torch, D, da @ db.T) < tolerance
 
 
 @pytest.mark.gpu
