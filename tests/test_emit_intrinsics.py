@@ -65,6 +65,7 @@ EXAMPLES = {
     "cuda.warp_sync": "cuda.warp_sync()",
     "cuda.named_barrier_sync": "cuda.named_barrier_sync(2, 256)",
     "cuda.named_barrier_arrive": "cuda.named_barrier_arrive(3, 256)",
+    "cuda.cluster_sync": "cuda.cluster_sync()",
     "ptx.tcgen05.encode_matrix_descriptor": "desc = ptx.tcgen05.encode_matrix_descriptor(bar.ptr_to([0]), 16, 8, 0)",
     "ptx.tcgen05.mma": 'ptx.tcgen05.mma(taddr[0], desc, desc, phase == 0, kind="f16", a_dtype=f16, b_dtype=f16, '
                        'm=128, n=64)',
@@ -111,6 +112,7 @@ EXPECT = {
     "cuda.warp_sync": "bar.warp.sync 0xffffffff;",
     "cuda.named_barrier_sync": "bar.sync 2, 256;",
     "cuda.named_barrier_arrive": "bar.arrive 3, 256;",
+    "cuda.cluster_sync": "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;",
     "ptx.cp_async.bulk.commit_group": "cp.async.bulk.commit_group;",
     "ptx.mbarrier.arrive": "mbarrier.arrive.shared::cta.b64 _, [",
     "ptx.tcgen05.encode_matrix_descriptor": "or.b64 %rd{}, %rd{}, 0x0000400800100000;",

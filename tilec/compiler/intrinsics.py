@@ -122,6 +122,11 @@ def _bulk_wait_group(e, a) -> None:
     e.line(f"cp.async.bulk.wait_group{'.read' if a.read else ''} {a.n};")
 
 
+def _cluster_sync(e, a) -> None:
+    e.line("barrier.cluster.arrive.release.aligned;")
+    e.line("barrier.cluster.wait.acquire.aligned;")
+
+
 def _check_range(param: str, lo: int, hi: int, multiple: int = 1):
     def check(values: Dict, span) -> None:
         v = values[param]
@@ -336,8 +341,7 @@ _TABLE = [
               doc="Barrier over the 128 threads of this warpgroup on named barrier 1-15 "
                   "(0 is cta_sync's); warpgroups synchronising independently use distinct ids."),
     Intrinsic("cuda.warp_sync", "", "sm_80", "bar.warp.sync 0xffffffff;", doc="Barrier over the warp."),
-    Intrinsic("cuda.cluster_sync", "", "sm_90a",
-              "barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;",
+    Intrinsic("cuda.cluster_sync", "", "sm_90a", _cluster_sync,
               doc="Barrier over every thread of every CTA of the cluster (release/acquire: shared memory "
                   "written before it by one CTA is visible after it to the others)."),
 ]
