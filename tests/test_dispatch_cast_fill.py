@@ -88,7 +88,7 @@ kernel k(A: f16[8], B: i32[8], C: f32[8]):
     [
         ("cast(H_f, S1)", "rejected by registers: cast converts register (local) buffers; 'S1' is in shared (copy it to registers first)"),
         ("cast(H_f, T_f)", "declined: 'H_f' and 'T_f' spread their elements over different threads; a register copy cannot move elements between threads"),
-        ("cast(E_f, D_f)", "rejected by scalar_dtypes: cvt converts floating-point and integer registers; 'E_f' is e4m3"),
+        ("cast(E_f, D_f)", "rejected by scalar_dtypes: cvt converts floating-point and integer registers; 'E_f' is tf32"),
     ],
 )
 def test_cast_rejections(call, message):
@@ -100,7 +100,7 @@ kernel k(A: f32[16, 8]):
     D_f = alloc((16, 8), f32, scope="local", layout={FRAG})
     T_f = alloc((16, 8), f32, scope="local", layout=S[(16, 8) : (1@laneid, 1)] + O[0@laneid])
     H_f = alloc((16, 8), f16, scope="local", layout={FRAG})
-    E_f = alloc((16, 8), e4m3, scope="local", layout={FRAG})
+    E_f = alloc((16, 8), tf32, scope="local", layout={FRAG})
     {call}
 """
     with pytest.raises(TilecError) as err:

@@ -38,6 +38,7 @@ from tilec.compiler.runtime_dims import Dim
 from tilec.compiler.targets import Target
 from tilec.compiler.value_types import (
     FLOAT_TYPES,
+    FP8_TYPES,
     POINTER_TYPES,
     VALUE_TYPES,
     assignable,
@@ -45,6 +46,7 @@ from tilec.compiler.value_types import (
     is_float,
     is_int,
     literal_type,
+    no_arithmetic,
     promote,
     type_bits,
     value_type_of_dtype,
@@ -301,6 +303,8 @@ class _TypeOf:
         """The type both operands of `e` are converted to before the operation."""
         a, b = e.lhs, e.rhs
         ta, tb = self.of(a), self.of(b)
+        no_arithmetic(ta, e.span)
+        no_arithmetic(tb, e.span)
         if isinstance(a, (ir.Int, ir.Float)) and not isinstance(b, (ir.Int, ir.Float)):
             if tb != "bool" and (is_float(tb) or (isinstance(a, ir.Int) and fits(a.value, tb))):
                 return tb
@@ -356,6 +360,7 @@ class _TypeOf:
             raise TilecError("operand of '~' must be an integer", e.span)
         if e.op == "-" and (t == "bool" or t in POINTER_TYPES):
             raise TilecError(f"cannot negate a {t}", e.span)
+        no_arithmetic(t, e.span)
         return t
 
     def _Select(self, e):
@@ -371,7 +376,7 @@ class _TypeOf:
         if buf.scope == "tmem":
             raise TilecError(f"tensor-memory buffer '{buf.name}' cannot be read element-wise", e.span)
         d = DTYPES[buf.dtype]
-        if d.kind == "float" and d.name not in FLOAT_TYPES:
+        if d.kind == "float" and d.name not in FLOAT_TYPES + FP8_TYPES:
             raise TilecError(f"{buf.dtype} elements are not scalar values", e.span)
         return value_type_of_dtype(buf.dtype)
 
@@ -398,6 +403,12 @@ class _TypeOf:
                 raise TilecError(f"reinterpret: {src} and {t} differ in width", e.span)
             if f == "convert" and src == "bool":
                 raise TilecError("convert: use 'a if cond else b' to turn a bool into a number", e.span)
+            if (src in FP8_TYPES or t in FP8_TYPES) and src != t:
+                other = t if src in FP8_TYPES else src
+                if f == "reinterpret" or other not in ("f16", "bf16", "f32") + FP8_TYPES:
+                    fp8 = src if src in FP8_TYPES else t
+                    raise TilecError(f"{f}: {fp8} converts only to and from f16, bf16, f32 and the other 8-bit "
+                                     f"float, not {other}", e.span)
             return t
         if f in ("pack_f16x2", "pack_bf16x2"):
             bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
@@ -538,7 +549,7 @@ class _Analyzer:
         lookup_dtype(p.dtype, p.span)
         if p.shape is None:
             t = value_type_of_dtype(p.dtype)
-            if t not in VALUE_TYPES:
+            if t not in VALUE_TYPES or t in FP8_TYPES:
                 raise TilecError(f"scalar parameter '{p.name}' cannot have dtype {p.dtype}", p.span)
             self.define(Symbol(p.name, "scalar_param", type=t, span=p.span))
             return

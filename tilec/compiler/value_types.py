@@ -13,7 +13,12 @@ from tilec.compiler.dtypes import DTYPES
 POINTER_TYPES = {"shared_ptr": 32, "global_ptr": 64, "generic_ptr": 64}
 INT_TYPES = ("i32", "u32", "i64", "u64")
 FLOAT_TYPES = ("f16", "bf16", "f32", "f64")
-VALUE_TYPES = frozenset(INT_TYPES + FLOAT_TYPES + ("bool",) + tuple(POINTER_TYPES))
+FP8_TYPES = ("e4m3", "e5m2")
+"""8-bit floats as values: a register holds one (in a 16-bit register), and
+they are read, written, assigned and converted (`convert`, to and from f16,
+bf16 and f32), but take no arithmetic: the hardware has none for them
+outside the tensor core."""
+VALUE_TYPES = frozenset(INT_TYPES + FLOAT_TYPES + FP8_TYPES + ("bool",) + tuple(POINTER_TYPES))
 
 
 def type_bits(t: str) -> int:
@@ -64,6 +69,12 @@ def fits(value: int, t: str) -> bool:
     return 0 <= value < 2**bits
 
 
+def no_arithmetic(t: str, span) -> None:
+    """8-bit floats are moved and converted, never computed with."""
+    if t in FP8_TYPES:
+        raise TilecError(f"{t} values take no arithmetic: convert them to f16 or f32 first", span)
+
+
 def promote(a: str, b: str, span=None) -> str:
     """The common type of two operand types (C's usual conversions, without
     the detour through int for narrow types, which never reach here)."""
@@ -95,6 +106,8 @@ def assignable(src: str, dst: str, expr: ir.Expr) -> bool:
     floats; narrowing or int/float changes need `convert` (with a rounding)."""
     if src == dst:
         return True
+    if src in FP8_TYPES or dst in FP8_TYPES:
+        return False  # only through convert, which rounds (and saturates)
     if isinstance(expr, ir.Int) and dst != "bool":
         return is_float(dst) or fits(expr.value, dst) or dst in POINTER_TYPES
     if isinstance(expr, ir.Float):

@@ -39,7 +39,7 @@ from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region, plus as add
 from tilec.compiler.symbols import Buffer, KernelSymbols
-from tilec.compiler.value_types import FLOAT_TYPES, INT_TYPES, value_type_of_dtype
+from tilec.compiler.value_types import FLOAT_TYPES, FP8_TYPES, INT_TYPES, value_type_of_dtype
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 from tilec.compiler.divisors import known_divisor
 from tilec.compiler.fold import fold_expr
@@ -553,8 +553,9 @@ def axis_exprs(st: Storage, threads: Threads) -> Dict[str, ir.Expr]:
 
 def scalar_elements(dtype: str) -> bool:
     """Whether a register array of `dtype` holds its elements as scalar
-    values, one per register (fp8/fp4 and tf32 elements are not values)."""
-    return value_type_of_dtype(dtype) in FLOAT_TYPES + INT_TYPES
+    values, one per register (e4m3 and e5m2 in a 16-bit register each; fp4,
+    ue8m0 and tf32 elements are not values)."""
+    return value_type_of_dtype(dtype) in FLOAT_TYPES + INT_TYPES + FP8_TYPES
 
 
 def scope_of(op: TileOp) -> str:

@@ -35,10 +35,12 @@ _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local
 
 
 def mem_type(dtype: str) -> str:
-    """The ld/st type of one element (16-bit floats move as raw bits)."""
+    """The ld/st type of one element (16- and 8-bit floats move as raw bits)."""
     d = DTYPES[dtype]
     if d.name in ("f16", "bf16"):
         return "b16"
+    if d.name in ("e4m3", "e5m2"):
+        return "b8"
     return d.ptx
 
 

@@ -18,7 +18,7 @@ from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.math_fns import MATH
-from tilec.compiler.value_types import POINTER_TYPES, is_float, is_int, is_signed
+from tilec.compiler.value_types import FP8_TYPES, POINTER_TYPES, is_float, is_int, is_signed
 from tilec.passes.emit_ptx.registers import Operand, bit_type, immediate, ptx_type, width
 
 _SETP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
@@ -384,6 +384,8 @@ class Expressions:
             return a
         if s == "bool" or t == "bool":
             raise TilecError(f"cannot convert {s} to {t}", span)
+        if s in FP8_TYPES or t in FP8_TYPES:
+            return self._convert_fp8(a, s, t, rounding, span)
         rounds = _rounds(s, t)
         if rounding is not None and not rounds:
             raise TilecError(f"converting {s} to {t} is exact and takes no rounding", span)
@@ -418,6 +420,38 @@ class Expressions:
         if not a.is_reg and not b.is_reg:
             a = self.reg(a)
         self.line(f"{opcode} {d}, {a}, {b};")
+        return d
+
+    def _convert_fp8(self, a: Operand, s: str, t: str, rounding: Optional[str], span) -> Operand:
+        """To and from an 8-bit float, through the paired conversions of
+        sm_89 and later [PTX 9.7.9.21 cvt]: `cvt.rn.f16x2.e4m3x2` widens the
+        low byte of a 16-bit register (with the high byte as the second
+        value, unused here); `cvt.rn.satfinite.e4m3x2.f32` / `.f16x2` narrow
+        two values into one (the second given as 0, so the byte lands low,
+        its neighbour zero).  Narrowing rounds to nearest and saturates to
+        the largest finite value (448 for e4m3, 57344 for e5m2); NaN stays
+        NaN.  bf16 goes through f32, another 8-bit float through f16."""
+        if self.target.sm < 89:
+            raise TilecError(f"converting {s} to {t} needs sm_89 or newer (cvt .{(s if s in FP8_TYPES else t)}x2); "
+                             f"the target is {self.target}", span)
+        if rounding not in (None, "rn") and t in FP8_TYPES:
+            raise TilecError(f"converting {s} to {t} rounds to nearest (rn) only, got {rounding}", span)
+        a = self.reg(a)
+        if s in FP8_TYPES:
+            pair = self.regs.temp("u32")
+            self.line(f"cvt.rn.f16x2.{s}x2 {pair}, {a};")
+            half, unused = self.regs.temp("f16"), self.regs.temp("f16")
+            self.line(f"mov.b32 {{{half}, {unused}}}, {pair};")
+            return half if t == "f16" else self.convert(half, t, rounding, span)
+        d = self.regs.temp(t)
+        if s == "f32":
+            self.line(f"cvt.rn.satfinite.{t}x2.f32 {d}, 0f00000000, {a};")
+        elif s == "f16":
+            pair = self.regs.temp("u32")
+            self.line(f"mov.b32 {pair}, {{{a}, 0}};")
+            self.line(f"cvt.rn.satfinite.{t}x2.f16x2 {d}, {pair};")
+        else:  # bf16: exactly to f32 first
+            return self.convert(self.convert(a, "f32", None, span), t, None, span)
         return d
 
     def _unop(self, opcode: str, a: Operand, t: str) -> Operand:

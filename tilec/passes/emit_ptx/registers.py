@@ -20,6 +20,8 @@ _CLASS = {
     "bool": ("pred", "%p"),
     "f16": ("b16", "%rs"),
     "bf16": ("b16", "%rs"),
+    "e4m3": ("b16", "%rs"),  # the value in the low byte (what cvt .e4m3x2 reads and writes)
+    "e5m2": ("b16", "%rs"),
     "i32": ("b32", "%r"),
     "u32": ("b32", "%r"),
     "shared_ptr": ("b32", "%r"),
@@ -37,6 +39,8 @@ _PTX_TYPE = {
     "bool": "pred",
     "f16": "f16",
     "bf16": "bf16",
+    "e4m3": "b16",
+    "e5m2": "b16",
     "i32": "s32",
     "u32": "u32",
     "shared_ptr": "u32",
@@ -62,7 +66,7 @@ def bit_type(t: str) -> str:
 def width(t: str) -> int:
     if t in POINTER_TYPES:
         return POINTER_TYPES[t]
-    return {"bool": 1, "f16": 16, "bf16": 16, "i32": 32, "u32": 32, "f32": 32,
+    return {"bool": 1, "f16": 16, "bf16": 16, "e4m3": 16, "e5m2": 16, "i32": 32, "u32": 32, "f32": 32,
             "i64": 64, "u64": 64, "f64": 64}[t]
 
 
