@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import wgmma_ptx_sim
-from test_wgmma import GEMM, transposed, typed
+from test_wgmma import GEMM, GEMM_RS8, transposed, typed
 from tilec.compiler.diagnostics import TilecError
 from tilec.pipeline import compile_source
 from tilec.runtime.assemble import assemble
@@ -249,3 +249,14 @@ def test_mn_major_operands_match_torch(torch_on_hopper, dtype, mode, ta, tb):
     D = torch.full((m, n), float("nan"), device="cuda")
     launch(r, A.T.contiguous() if ta else A, B.T.contiguous() if tb else B, D)
     assert torch_relative_error(torch, D, A.double() @ B.double().T) < 1e-5
+
+
+@pytest.mark.gpu
+def test_fp8_a_from_registers_matches_torch(torch_on_hopper):
+    torch = torch_on_hopper
+    r = compile_source(GEMM_RS8, "t.tile")
+    A = quantized(torch, (64, 64), seed=9)
+    B = quantized(torch, (64, 64), torch.float8_e5m2, seed=10)
+    D = torch.full((64, 64), float("nan"), device="cuda")
+    launch(r, A.view(torch.uint8), B.view(torch.uint8), D)
+    assert torch_relative_error(torch, D, A.double() @ B.double().T) < 1e-3

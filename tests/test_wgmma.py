@@ -435,3 +435,43 @@ def test_what_wgmma_reads_only_k_major():
              MODE="SWIZZLE_NONE")
     rejected(typed(GEMM, "i8", "u8"), "the accumulator must be i32, got f32", K=128)
     rejected(typed(GEMM, "e4m3", "e4m3"), r"K \(48\) must be a multiple of 32", K=48, MODE="SWIZZLE_NONE")
+
+
+# A in registers as 8-bit floats: the m64nNk32 A fragment, four values to a
+# register (rows l/4 and l/4 + 8 of the warp's 16, columns 4 (l % 4) + 0..3
+# and 16 on), B from shared memory.
+GEMM_RS8 = """
+target sm_90a
+const M = 64
+const N = 64
+const K = 64
+const ACC = S[(M // 64, 4, 2, 8, N // 8, 4, 2) : (N // 2, 32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]
+const A_FRAG = S[(M // 64, 4, 2, 8, K // 32, 2, 4, 4) : (K // 2, 32@tid_in_wg, 4, 4@tid_in_wg, 16, 8, 1@tid_in_wg, 1)]
+
+kernel gemm(A: e4m3[M, K], B: e5m2[N, K], D: f32[M, N]):
+    cta_id([1])
+    tid = thread_id([128])
+    pool = smem_pool()
+    Bsmem = pool.alloc((N, K), e5m2, layout=mma_shared_layout(e5m2, SWIZZLE_64B_ATOM, (N, K)))
+    pool.commit()
+    acc = alloc_local((M, N), f32, layout=ACC)
+    afrag = alloc_local((M, K), e4m3, layout=A_FRAG)
+    copy(afrag[:, :], A[:, :])
+    copy(Bsmem[:, :], B[:, :])
+    ptx.fence.proxy_async("shared::cta")
+    cuda.cta_sync()
+    gemm_async(acc[:, :], afrag[:, :], Bsmem[:, :])
+    ptx.wgmma.commit_group()
+    ptx.wgmma.wait_group(0)
+    copy(D[:, :], acc[:, :])
+"""
+
+
+def test_simulated_fp8_a_from_registers():
+    r = build(GEMM_RS8)
+    assert r.ptx.count("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e5m2 {") == 2
+    rng = np.random.default_rng(8)
+    (A, va), (B, vb) = fp8_bits((64, 64), "e4m3", rng), fp8_bits((64, 64), "e5m2", rng)
+    D = np.full((64, 64), np.nan, np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D})
+    assert relative_error(D, va[A] @ vb[B].T) < 1e-6

@@ -63,10 +63,14 @@ def run(ptx: str, meta: dict, args: dict, ctas=None, kernel: str = None, max_ste
     return steps
 
 
-def fragment(t: int, i: int) -> tuple:
-    """(row, column) of accumulator value i of warpgroup thread t."""
+def fragment(t: int, i: int, per: int = 2) -> tuple:
+    """(row, column) of accumulator value i of warpgroup thread t; with
+    `per` = 4, of value i of the 8-bit A fragment of m64nNk32 (four values
+    to a register: rows l/4 and l/4 + 8, columns 4 (l % 4) ... + 3, then
+    16 columns on)."""
     w, lane = divmod(t, 32)
-    return 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
+    return (16 * w + lane // 4 + 8 * ((i // per) % 2),
+            4 * per * (i // (2 * per)) + per * (lane % 4) + i % per)
 
 
 def operand_addresses(desc: int, rows: int, eb: int = 2, trans: bool = False) -> np.ndarray:
@@ -220,14 +224,18 @@ class HopperModel:
             A = _read(shared, operand_addresses(val(ops[1]), 64, eb, bool(trans_a)), a_type)
             self._accumulate(regs, special["%tid.x"] % 128, d, A, B, scale_d, d_type)
             return True
-        assert eb == 2, f"A from registers is modelled for 16-bit types: {op}"
+        assert eb in (1, 2), f"A from registers is modelled for 16- and 8-bit types: {op}"
         words = [val(x) for x in _regs(ops[1])]
         group = self.arrive("wgmma.rs", 128, special, (regs, d, words, B, scale_d))
         if group is not None:
-            A = np.zeros((64, 16), np.float64)
+            A = np.zeros((64, k), np.float64)
             for t, (_, _, w, _, _) in group.items():
-                for i, x in enumerate(_halves(w, a_type)):
-                    A[fragment(t, i)] = x
+                if eb == 2:
+                    values = _halves(w, a_type)
+                else:  # four bytes to a register, the lowest first
+                    values = _from_bits(np.array([(x >> s) & 0xFF for x in w for s in (0, 8, 16, 24)]), a_type)
+                for i, x in enumerate(values):
+                    A[fragment(t, i, 2 if eb == 2 else 4)] = x
             for t, (r, dd, _, BB, s) in group.items():
                 self._accumulate(r, t, dd, A, BB, s, d_type)
         return YIELD

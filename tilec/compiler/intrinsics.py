@@ -232,10 +232,18 @@ def _wgmma_mma_async_rs(e, a) -> None:
     if len(a.a) != 4 * per or not all(x.is_reg and x.type == a.dtype for x in a.a):
         raise TilecError(f"wgmma with A in registers takes the thread's {4 * per} {a.dtype} elements of the "
                          f"64xK A tile")
-    if per == 2:
+    if per == 4:  # 8-bit floats: each in the low byte of a 16-bit register
+        halves = []
+        for lo, hi in zip(a.a[0::2], a.a[1::2]):
+            h = e.reg(a.dtype)
+            e.line(f"shl.b16 {h}, {hi}, 8;")
+            e.line(f"or.b16 {h}, {h}, {lo};")
+            halves.append(h)
+        packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(halves[0::2], halves[1::2]))
+    elif per == 2:
         packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(a.a[0::2], a.a[1::2]))
     else:
-        packed = Operands(a.a)
+        raise TilecError(f"wgmma with A in registers takes 16- or 8-bit elements, not {a.dtype}")
     scale = _wgmma_scale_d(e, a.scale_d)
     e.line(f"{head} {a.d}, {packed}, {a.b_desc}, {scale}{imm};")
 
@@ -332,8 +340,9 @@ _TABLE = [
               "d: regs(f32|i32), a: values(any), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
               "b_dtype: dtype = None, trans_b: int(0|1) = 0",
               "sm_90a", _wgmma_mma_async_rs, families=_HOPPER, check=_check_wgmma_mma,
-              doc="wgmma.mma_async m64nNkK with A from registers: `a` is the thread's four 32-bit registers "
-                  "of the 64xK A tile in fragment order (8 16-bit elements, packed in pairs)."),
+              doc="wgmma.mma_async m64nNkK with A from registers: `a` is the thread's elements of the 64xK "
+                  "A tile in fragment order, packed into four 32-bit registers (8 16-bit elements in pairs, "
+                  "or 16 e4m3/e5m2 in fours)."),
     # thread barriers
     Intrinsic("cuda.cta_sync", "", "sm_80", "bar.sync 0;", doc="Barrier over the whole CTA."),
     Intrinsic("cuda.warpgroup_sync", "barrier_id: int", "sm_80", "bar.sync {barrier_id}, 128;",

@@ -39,16 +39,19 @@ WHOLE_WARPGROUP = predicate("whole_warpgroup", whole_warpgroup)
 """`whole_warpgroup` as every warpgroup-collective variant lists it."""
 
 
-def fragment_coord(t: int, i: int) -> tuple:
+def fragment_coord(t: int, i: int, per: int = 2) -> tuple:
     """(row, col) in a 64 x n tile of value i held by thread t of the
-    warpgroup, for the wgmma D fragment (and the A fragment with n = 16).
-    It is a thread part plus a value part: fragment_coord(t, i) =
-    fragment_coord(t, 0) + fragment_coord(0, i)."""
+    warpgroup, for the wgmma D fragment (and the A fragment with n = K), with
+    `per` values to a 32-bit register: 2 for D and 16-bit A, 4 for 8-bit A
+    (m64nNk32: rows l/4 and l/4 + 8, four adjacent columns each, then the
+    same 16 columns on).  It is a thread part plus a value part:
+    fragment_coord(t, i) = fragment_coord(t, 0) + fragment_coord(0, i)."""
     w, lane = t // 32, t % 32
-    return 16 * w + lane // 4 + 8 * ((i // 2) % 2), 8 * (i // 4) + 2 * (lane % 4) + i % 2
+    return (16 * w + lane // 4 + 8 * ((i // per) % 2),
+            4 * per * (i // (2 * per)) + per * (lane % 4) + i % per)
 
 
-def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str) -> List[List[ir.Index]]:
+def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per: int = 2) -> List[List[ir.Index]]:
     """Per 64 x n tile (its (row, col) origin in the region), the n/2 elements
     of `r`'s register buffer that are the fragment's values 0..n/2-1, as
     constant-indexed elements (the coordinates thread 0 holds; the register
@@ -76,19 +79,20 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str) -> 
     lead = tuple(starts[:-2])
     zero = (0,) * len(lead)
     bad = next((t for t in range(WARPGROUP)
-                if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0)), None)
+                if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0, per)),
+               None)
     out = []
     for row0, col0 in tiles:
         elems = []
         for i in range(n // 2):
-            row, col = fragment_coord(0, i)
+            row, col = fragment_coord(0, i, per)
             first = lead + (starts[-2] + row0 + row, starts[-1] + col0 + col)
             slot = slot_of.get(first)
             if slot is None:
                 raise Decline(f"{what} '{r.name}': no register holds element {first} in thread 0 ({layout})")
             if bad is not None:
                 shift = st.thread_offset({"laneid": bad % 32, "wid_in_wg": bad // 32})
-                want = tuple(a + b for a, b in zip(first, zero + fragment_coord(bad, 0)))
+                want = tuple(a + b for a, b in zip(first, zero + fragment_coord(bad, 0, per)))
                 got = tuple(a + b for a, b in zip(first, shift))
                 raise Decline(
                     f"{what} '{r.name}' is not in the wgmma fragment layout: thread {bad} must hold "

@@ -8,7 +8,8 @@ an A tile of M x K and a B tile of N x K in shared memory, or A in registers;
 `D = A @ B` with B row-major K x N is `transpose_B=True`).  Types: f16 or
 bf16 (K 16 per instruction), tf32 (K 8), e4m3/e5m2 in any mix (K 32), with
 an f32 accumulator; i8/u8 in any mix (K 32) with an i32 one.  A from
-registers is f16 or bf16.  One warpgroup issues it: `wgmma` is warpgroup-collective, so
+registers is f16, bf16, e4m3 or e5m2, in the wgmma A fragment (four
+32-bit registers per K step, two or four values each).  One warpgroup issues it: `wgmma` is warpgroup-collective, so
 the call must run in all 128 threads of a warpgroup (scope `wg`, or `cta`
 when the block is one warpgroup).
 
@@ -76,9 +77,10 @@ FAMILIES = (("f16",), ("bf16",), ("tf32",), ("e4m3", "e5m2"), ("i8", "u8"))
 """A and B types wgmma multiplies: one family, in any mix within it."""
 TRANSPOSABLE = ("f16", "bf16")
 """Types wgmma reads MN-major (imm-trans-a/b) [PTX 9.7.15.5.2]."""
-REGISTER_A = ("f16", "bf16")
-"""Types tilec feeds to wgmma from registers (the 8-bit and tf32 register
-fragments have no scalar values to hold them yet)."""
+REGISTER_A = ("f16", "bf16", "e4m3", "e5m2")
+"""Types tilec feeds to wgmma from registers: the register values among the
+A types (tf32 and 8-bit integer elements are not held one per register as
+their own type)."""
 
 SIGNATURE = Signature.parse(
     "C: expr, A: expr, B: expr, *, accum: expr = False, cta_group: int = 1, "
@@ -248,7 +250,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     if o.A.scope == "local":
         a = None
         a_frags = fragment_elements(o.A, threads, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
-                                    k_inst, "A")
+                                    k_inst, "A", per=32 // DTYPES[o.A.dtype].bits)
     else:
         a = shared_operand(o.A, o.trans_a, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
                            (MMA_M, k_inst), divisors, "A")
