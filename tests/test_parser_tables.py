@@ -2,6 +2,7 @@
 written by `tools/grammar_tables.py`): they match the grammar, they are what
 the parser loads, and nothing -- no pickle, no file of the cache directory --
 is loaded from a place another user could write to."""
+import fnmatch
 import importlib.util
 import json
 import os
@@ -9,6 +10,8 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tilec.grammar import parser
 
@@ -93,3 +96,12 @@ def test_a_file_planted_in_the_cache_directory_is_never_loaded(tmp_path):
     assert status == 0, out.stderr
     assert events == []
     assert not marker.exists()
+
+
+def test_the_tables_are_installed_with_the_package():
+    """An installed tilec without them would rebuild the grammar in every process."""
+    tomllib = pytest.importorskip("tomllib")
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["tilec.grammar"]
+    for name in ("tile.lark", Path(parser.TABLES).name):
+        assert any(fnmatch.fnmatch(name, p) for p in patterns), name
