@@ -15,7 +15,7 @@ from tilec.compiler import ir
 
 
 _CHILD_FIELDS: dict = {}
-"""Node class -> the names of its fields other than `span`.  Every pass walks
+"""Node class -> the names of its fields that may hold nodes.  Every pass walks
 the IR many times over; asking attrs for the fields at each node is most of
 what a walk costs."""
 
@@ -24,10 +24,18 @@ _GETTERS: dict = {}
 tuple (one `attrgetter` call instead of a `getattr` per field)."""
 
 
+_SCALAR_FIELDS = frozenset({"str", "int", "float", "bool", "Optional[str]", "Optional[int]", "Tuple[str, ...]"})
+"""Field annotations (as `ir.py` writes them) that never hold a node: such
+fields are not searched for children, so a `Name` or an `Int` is a leaf
+without a look at its fields."""
+
+
 def _child_fields(cls) -> tuple:
     names = _CHILD_FIELDS.get(cls)
     if names is None:
-        names = _CHILD_FIELDS[cls] = tuple(f.name for f in attrs.fields(cls) if f.name != "span")
+        names = _CHILD_FIELDS[cls] = tuple(
+            f.name for f in attrs.fields(cls) if f.name != "span" and str(f.type) not in _SCALAR_FIELDS
+        )
     return names
 
 
