@@ -359,20 +359,23 @@ def test_spans_locate_every_node():
             assert node.span is not None and node.span.file == path, node
 
 
-def test_parse_is_fast_from_a_cold_process(tmp_path):
-    """Import, grammar load and parse of a ~140-line kernel, in a fresh process
-    (the grammar tables ship with the package)."""
+def test_a_fresh_process_parses_from_the_shipped_tables(tmp_path):
+    """Import and parse in a fresh process never compute the LALR tables
+    from the grammar (Lark takes about a second for that): the parser comes
+    from the tables shipped in the package.  (A timing would say the same
+    only on an idle machine.)"""
     code = (
-        "import time; t = time.perf_counter()\n"
-        "from tilec.grammar.parser import parse\n"
-        "parse(open('examples/hgemm_v6.tile').read())\n"
-        "print(time.perf_counter() - t)\n"
+        "import tilec.grammar.parser as p\n"
+        "def refuse(*a, **k):\n"
+        "    raise SystemExit('the grammar was compiled at run time')\n"
+        "p.build_parser = refuse\n"
+        "p.parse(open('examples/hgemm_v6.tile').read())\n"
+        "print('ok')\n"
     )
     env = dict(os.environ, TILEC_CACHE_DIR=str(tmp_path), PYTHONPATH=ROOT)
-    for _ in range(2):
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
-                             capture_output=True, text=True)
-    assert float(out.stdout) < 0.5
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 # ---------------------------------------------------------------------------
