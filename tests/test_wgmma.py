@@ -217,7 +217,20 @@ def test_a_from_registers_runtime_stage_and_accumulation():
     assert relative_error(D, 2 * ref) < 1e-6  # accum=False, then accum=True
 
 
-def test_epilogue_stores_the_fragment_with_stmatrix():
+def test_a_from_registers_is_packed_before_the_fence():
+    """16-bit A fragments are packed into 32-bit registers ahead of the
+    wgmma.fence: no register a wgmma reads is written between the fence and
+    the instructions, so ptxas need not fence (and serialize) each one."""
+    lines = [line.strip() for line in build(GEMM_RS).ptx.splitlines()]
+    fences = [i for i, line in enumerate(lines) if line.startswith("wgmma.fence")]
+    mmas = [i for i, line in enumerate(lines) if line.startswith("wgmma.mma_async")]
+    assert len(fences) == 2 and len(mmas) == 4
+    for a, b in zip(mmas, mmas[1:]):  # within one gemm_async (no fence between), nothing is packed
+        if not any(a < f < b for f in fences):
+            assert not any(line.startswith("mov.b32") for line in lines[a:b])
+    for f in fences:  # K 32: two instructions' A, four registers each, packed just before
+        assert all(line.startswith("mov.b32 %r") for line in lines[f - 8:f])
+
     ref, D, r = simulate(EPILOGUE, 128, 40, 32, out=np.float16)
     assert relative_error(D, ref) < 1e-3
     # 40 columns: two x4 (16 columns each) and one x2 per 64-row block and warp

@@ -228,6 +228,11 @@ def _wgmma_mma_async(e, a) -> None:
 
 def _wgmma_mma_async_rs(e, a) -> None:
     head, imm = _wgmma_opcode(e, a, None)
+    if len(a.a) == 4 and all(x.is_reg and x.type in ("u32", "i32") for x in a.a):
+        # packed already (gemm_async packs 16-bit A fragments before its wgmma.fence)
+        scale = _wgmma_scale_d(e, a.scale_d)
+        e.line(f"{head} {a.d}, {Operands(a.a)}, {a.b_desc}, {scale}{imm};")
+        return
     per = 32 // DTYPES[a.dtype].bits  # values in one 32-bit register
     if len(a.a) != 4 * per or not all(x.is_reg and x.type == a.dtype for x in a.a):
         raise TilecError(f"wgmma with A in registers takes the thread's {4 * per} {a.dtype} elements of the "
@@ -342,7 +347,7 @@ _TABLE = [
               "sm_90a", _wgmma_mma_async_rs, families=_HOPPER, check=_check_wgmma_mma,
               doc="wgmma.mma_async m64nNkK with A from registers: `a` is the thread's elements of the 64xK "
                   "A tile in fragment order, packed into four 32-bit registers (8 16-bit elements in pairs, "
-                  "or 16 e4m3/e5m2 in fours)."),
+                  "or 16 e4m3/e5m2 in fours), or those four registers packed already (ptx.mov.b32.pack)."),
     # thread barriers
     Intrinsic("cuda.cta_sync", "", "sm_80", "bar.sync 0;", doc="Barrier over the whole CTA."),
     Intrinsic("cuda.warpgroup_sync", "barrier_id: int", "sm_80", "bar.sync {barrier_id}, 128;",
@@ -719,6 +724,24 @@ _TABLE += [
                   "`dst` in column order, one `dtype` element per register (32 / bits of them per column, "
                   "lowest bits first).  32-bit elements arrive asynchronously: wait with "
                   "ptx.tcgen05.wait.ld before reading them; narrower ones are waited for and unpacked here."),
+]
+
+# ---- two 16-bit values in one 32-bit register -----------------------------
+
+
+def _mov_pack(e, a) -> None:
+    for x in (a.lo, a.hi):
+        if not x.is_reg or DTYPES[x.type].bits != 16:
+            raise TilecError(f"ptx.mov.b32.pack packs two 16-bit registers, got a {x.type}"
+                             + ("" if x.is_reg else " literal"))
+    e.line(f"mov.b32 {a.result}, {{{a.lo}, {a.hi}}};")
+
+
+_TABLE += [
+    Intrinsic("ptx.mov.b32.pack", "lo: value(any), hi: value(any)", "sm_80", _mov_pack, result="u32",
+              doc="Two 16-bit registers (f16, bf16, i16, u16) as one 32-bit value, `lo` in bits 0-15: "
+                  "mov.b32 d, {lo, hi}; the form in which instructions take 16-bit pairs (wgmma's A "
+                  "from registers)."),
 ]
 
 INTRINSICS: Dict[str, Intrinsic] = {}

@@ -246,12 +246,15 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     divisors = Divisors(ctx.symbols.kernel)
     b = shared_operand(o.B, o.trans_b, [(n_inst * j, k_inst * kk) for j in range(n_tiles) for kk in range(k_steps)],
                        (n_inst, k_inst), divisors, "B")
-    stmts: List[ir.Stmt] = [ir.ExprStmt(ir.Call("ptx.wgmma.fence", span=span), span=span)]
+    stmts: List[ir.Stmt] = []
     if o.A.scope == "local":
         a = None
         a_frags = fragment_elements(o.A, threads, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
                                     k_inst, "A", per=32 // DTYPES[o.A.dtype].bits)
-    else:
+        if DTYPES[o.A.dtype].bits == 16:
+            a_frags = [_packed_pairs(frag, ctx, stmts, span) for frag in a_frags]
+    stmts.append(ir.ExprStmt(ir.Call("ptx.wgmma.fence", span=span), span=span))
+    if o.A.scope != "local":
         a = shared_operand(o.A, o.trans_a, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
                            (MMA_M, k_inst), divisors, "A")
         a_desc = ctx.fresh("wgmma_desc_a")
@@ -285,6 +288,21 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
                     call = ir.Call("ptx.wgmma.mma_async", (d, a_val, b_val, s), n_kw, span=span)
                 stmts.append(ir.ExprStmt(call, span=span))
     return stmts
+
+
+def _packed_pairs(frag: List[ir.Expr], ctx: DispatchContext, out: List[ir.Stmt], span) -> List[ir.Expr]:
+    """A register fragment of 16-bit values as 32-bit registers, packed in
+    pairs by statements appended to `out`, which come before the
+    wgmma.fence.  Packed at each instruction instead, inside the fenced
+    region, the packing writes registers that a wgmma after the fence reads,
+    and ptxas fences again before every instruction (C7519), so each waits
+    for the one before it."""
+    names = []
+    for lo, hi in zip(frag[0::2], frag[1::2]):
+        name = ctx.fresh("wgmma_a")
+        out.append(_assign(name, ir.Call("ptx.mov.b32.pack", (lo, hi), span=span), span))
+        names.append(ir.Name(name, span=span))
+    return names
 
 
 def instruction_n(n: int, dtype: str = "f16") -> int:
