@@ -27,6 +27,7 @@ Parameter kinds (the word after the colon):
 | `pred` | a runtime boolean | a predicate operand |
 | `shared_addr` | a shared-memory address (`b.ptr_to(..)`, `address_of(..)`, a u32) | a u32 operand |
 | `generic_addr` | a generic 64-bit address (`address_of(tensormap)`) | a u64 operand |
+| `mem_addr` | a shared (u32) or global (u64) address (`b.ptr_to(..)`, `address_of(..)`) | an operand whose type says which |
 | `reg(T)` | a writable scalar of dtype `T`: a register-array element or typed scalar | a register |
 | `values(T)`, `regs(T)` | a tuple of the above | a list |
 | `expr` | any expression, interpreted by the consumer | the expression |
@@ -49,9 +50,9 @@ REQUIRED = object()
 
 PARAM_KINDS = frozenset(
     "int bool str dtype shape index layout buffer element value pred shared_addr "
-    "generic_addr reg values regs expr".split()
+    "generic_addr mem_addr reg values regs expr".split()
 )
-RUNTIME_KINDS = frozenset("index element value pred shared_addr generic_addr reg values regs".split())
+RUNTIME_KINDS = frozenset("index element value pred shared_addr generic_addr mem_addr reg values regs".split())
 """Kinds whose arguments are evaluated when the kernel runs (the rest are
 compile-time and must be literals by the time the emitter sees them)."""
 

@@ -17,7 +17,7 @@ it.  A row:
 
 plus, when needed, `families=("hopper",)` for an arch-specific instruction
 (wgmma only exists on sm_90a, tcgen05 only on sm_100a), `result="bool"` for an
-intrinsic used as a value, `check=fn(values, span)` to validate its
+intrinsic used as a value (`result="=x"`: of the type of argument `x`), `check=fn(values, span)` to validate its
 compile-time arguments beyond what the signature says, and
 `ranges={"phase": (0, 1)}` for a run-time operand whose PTX range is
 narrower than its type: an immediate outside it (after folding and
@@ -80,6 +80,13 @@ class Intrinsic:
         lo, hi = self.ranges.get(param, (value, value))
         if not lo <= value <= hi:
             raise TilecError(f"{self.name}: '{param}' must be in [{lo}, {hi}], got {value}", span)
+
+    def result_type(self, fields: Dict) -> str:
+        """The value type of a call's result; `result="=x"` means the type
+        of the (emitted) argument `x`."""
+        if self.result.startswith("="):
+            return fields[self.result[1:]].type
+        return self.result
 
     def supported_on(self, target: Target) -> bool:
         if not target.at_least(self.min_target):
@@ -743,6 +750,203 @@ _TABLE += [
                   "mov.b32 d, {lo, hi}; the form in which instructions take 16-bit pairs (wgmma's A "
                   "from registers)."),
 ]
+
+# ---- warp collectives and atomics ------------------------------------------
+# Shuffles, reductions, votes and matches are warp-collective over the lanes
+# of `mask` (every lane of the warp by default); each lane in the mask must
+# execute the same call.  A shuffle or redux returns the type of its value;
+# 64-bit values shuffle as two 32-bit halves and 16-bit ones in the low half
+# of a word.  Atomics take the address of a shared or global element
+# (`b.ptr_to([..])`) and operate on the type of their value, returning the
+# old contents (`atom`) or nothing (`red`).
+
+_FULL_MASK = "mask: value(u32) = 0xFFFFFFFF"
+_VALUE_BITS = {"f16": 16, "bf16": 16, "i32": 32, "u32": 32, "f32": 32, "i64": 64, "u64": 64, "f64": 64}
+
+
+def _in_reg(e, x, t: str) -> str:
+    """An operand as a register (PTX takes only registers in some places)."""
+    if x.is_reg:
+        return str(x)
+    r = e.reg(t)
+    e.line(f"mov.b{_VALUE_BITS[t]} {r}, {x};")
+    return r
+
+
+def _shfl(mode: str):
+    def emit(e, a) -> None:
+        t = a.x.type
+        if t not in _VALUE_BITS:
+            raise TilecError(f"shfl.sync moves f16, bf16 and 32- or 64-bit values, got a {t}")
+        c = ((32 - a.width) << 8) | (0 if mode == "up" else 31)
+        tail = f"{a.lane}, {c}, {a.mask};"
+        x = _in_reg(e, a.x, t)
+        bits = _VALUE_BITS[t]
+        if bits == 32:
+            e.line(f"shfl.sync.{mode}.b32 {a.result}, {x}, {tail}")
+            return
+        if bits == 16:
+            w, got, rest = e.reg("u32"), e.reg("u32"), e.reg(t)
+            e.line(f"mov.b32 {w}, {{{x}, {x}}};")
+            e.line(f"shfl.sync.{mode}.b32 {got}, {w}, {tail}")
+            e.unpack_b32(got, a.result, rest)
+            return
+        lo, hi, lo2, hi2 = (e.reg("u32") for _ in range(4))
+        e.line(f"mov.b64 {{{lo}, {hi}}}, {x};")
+        e.line(f"shfl.sync.{mode}.b32 {lo2}, {lo}, {tail}")
+        e.line(f"shfl.sync.{mode}.b32 {hi2}, {hi}, {tail}")
+        e.line(f"mov.b64 {a.result}, {{{lo2}, {hi2}}};")
+
+    return emit
+
+
+def _redux(e, a) -> None:
+    t = a.x.type
+    if t == "f32":
+        if a.op not in ("min", "max"):
+            raise TilecError(f"redux.sync on f32 does min and max only, got '{a.op}'")
+        if e.target.family != "blackwell":
+            raise TilecError(f"redux.sync on f32 needs sm_100a (target is {e.target.name})")
+        suffix = "f32"
+    elif t in ("i32", "u32"):
+        suffix = "b32" if a.op in ("and", "or", "xor") else ("s32" if t == "i32" else "u32")
+    else:
+        raise TilecError(f"redux.sync reduces i32 or u32 (f32 min/max on sm_100a), got a {t}")
+    e.line(f"redux.sync.{a.op}.{suffix} {a.result}, {_in_reg(e, a.x, t)}, {a.mask};")
+
+
+def _as_pred(e, p) -> str:
+    if p.is_reg:
+        return str(p)
+    r = e.reg("bool")
+    e.line(f"setp.ne.u32 {r}, {p}, 0;")
+    return r
+
+
+def _vote(mode: str):
+    def emit(e, a) -> None:
+        kind = "b32" if mode == "ballot" else "pred"
+        e.line(f"vote.sync.{mode}.{kind} {a.result}, {_as_pred(e, a.pred)}, {a.mask};")
+
+    return emit
+
+
+def _match(mode: str):
+    def emit(e, a) -> None:
+        t = a.x.type
+        if _VALUE_BITS.get(t) not in (32, 64):
+            raise TilecError(f"match.sync compares 32- or 64-bit values, got a {t}")
+        d = f"{a.result}|{e.reg('bool')}" if mode == "all" else str(a.result)
+        e.line(f"match.{mode}.sync.b{_VALUE_BITS[t]} {d}, {_in_reg(e, a.x, t)}, {a.mask};")
+
+    return emit
+
+
+_ATOM_TYPES = {
+    "add": {"i32": "s32", "u32": "u32", "u64": "u64", "i64": "u64", "f32": "f32", "f64": "f64",
+            "f16": "noftz.f16", "bf16": "noftz.bf16"},
+    "min": {"i32": "s32", "u32": "u32", "i64": "s64", "u64": "u64"},
+    "max": {"i32": "s32", "u32": "u32", "i64": "s64", "u64": "u64"},
+    "exch": {"i32": "b32", "u32": "b32", "f32": "b32", "i64": "b64", "u64": "b64", "f64": "b64"},
+    "cas": {"i32": "b32", "u32": "b32", "f32": "b32", "i64": "b64", "u64": "b64", "f64": "b64"},
+}
+"""The PTX type of atom/red.<op> for each value type (i64 adds as u64: the same bits)."""
+
+
+def _atom_head(e, a, op: str) -> str:
+    """`.space.op.type` of an atom/red on the value `a.value`."""
+    t = a.value.type
+    space = {"shared_ptr": ".shared", "global_ptr": ".global"}[a.addr.type]
+    packed = getattr(a, "packed", None)
+    if packed is not None:
+        if t not in ("u32", "i32"):
+            raise TilecError(f"a packed {packed} operand is a u32 holding two halves, got a {t}")
+        ptx = f"noftz.{packed}"
+    elif t in _ATOM_TYPES[op]:
+        ptx = _ATOM_TYPES[op][t]
+    else:
+        raise TilecError(f"atom/red .{op} takes {', '.join(_ATOM_TYPES[op])} values, got a {t}")
+    if "bf16" in ptx and not e.target.at_least("sm_90a"):
+        raise TilecError(f"atomic .{op} on {packed or t} needs sm_90a or newer (target is {e.target.name})")
+    return f"{space}.{op}.{ptx}"
+
+
+def _atom(op: str):
+    def emit(e, a) -> None:
+        head = _atom_head(e, a, op)
+        if op == "cas":
+            e.line(f"atom{head} {a.result}, [{a.addr}], {a.compare}, {a.value};")
+        else:
+            e.line(f"atom{head} {a.result}, [{a.addr}], {a.value};")
+
+    return emit
+
+
+def _red(op: str):
+    def emit(e, a) -> None:
+        e.line(f"red{_atom_head(e, a, op)} [{a.addr}], {a.value};")
+
+    return emit
+
+
+def _check_width(values: Dict, span) -> None:
+    if values["width"] not in (1, 2, 4, 8, 16, 32):
+        raise TilecError(f"'width' must be a power of two in [1, 32], got {values['width']}", span)
+
+
+_SHFL_DOC = {
+    "bfly": "the value of lane (this lane XOR `lane`)",
+    "up": "the value of lane (this lane - `lane`), or this lane's own below that",
+    "down": "the value of lane (this lane + `lane`), or this lane's own past the end",
+    "idx": "the value of lane `lane`",
+}
+
+_TABLE_COLLECTIVES = [
+    Intrinsic(f"ptx.shfl.sync.{mode}", f"x: value(any), lane: value(u32), *, width: int = 32, {_FULL_MASK}",
+              "sm_80", _shfl(mode), result="=x", check=_check_width,
+              doc=f"shfl.sync.{mode}: {_SHFL_DOC[mode]}, within segments of `width` lanes.")
+    for mode in ("bfly", "up", "down", "idx")
+] + [
+    Intrinsic("ptx.redux.sync", f"x: value(any), *, op: str(add|min|max|and|or|xor), {_FULL_MASK}",
+              "sm_80", _redux, result="=x",
+              doc="redux.sync: `op` over `x` of every lane in the mask, returned to each (i32/u32; "
+                  "f32 min/max on sm_100a)."),
+    Intrinsic("ptx.vote.sync.all", f"pred: pred, *, {_FULL_MASK}", "sm_80", _vote("all"), result="bool",
+              doc="True when `pred` holds in every lane of the mask."),
+    Intrinsic("ptx.vote.sync.any", f"pred: pred, *, {_FULL_MASK}", "sm_80", _vote("any"), result="bool",
+              doc="True when `pred` holds in some lane of the mask."),
+    Intrinsic("ptx.vote.sync.uni", f"pred: pred, *, {_FULL_MASK}", "sm_80", _vote("uni"), result="bool",
+              doc="True when `pred` is the same in every lane of the mask."),
+    Intrinsic("ptx.vote.sync.ballot", f"pred: pred, *, {_FULL_MASK}", "sm_80", _vote("ballot"), result="u32",
+              doc="Bit l set when `pred` holds in lane l (lanes of the mask)."),
+    Intrinsic("ptx.match.sync.any", f"x: value(any), *, {_FULL_MASK}", "sm_80", _match("any"), result="u32",
+              doc="The lanes of the mask whose `x` (32 or 64 bits) equals this lane's."),
+    Intrinsic("ptx.match.sync.all", f"x: value(any), *, {_FULL_MASK}", "sm_80", _match("all"), result="u32",
+              doc="The mask when every lane of it has the same `x`, else 0."),
+    Intrinsic("ptx.activemask", "", "sm_80", "activemask.b32 {result};", result="u32",
+              doc="The lanes of the warp executing this instruction now."),
+] + [
+    Intrinsic(f"ptx.atom.{op}",
+              "addr: mem_addr, value: value(any)" + (", *, packed: str(f16x2|bf16x2) = None" if op == "add" else ""),
+              "sm_80", _atom(op), result="=value",
+              doc=f"atom.{op} on the shared or global element at `addr`, returning its old value "
+                  f"(types: {', '.join(_ATOM_TYPES[op])}" + ("; bf16 needs sm_90a; `packed`: `value` is a u32 "
+                                                              "holding two f16 or bf16, added lane-wise" if op == "add" else "") + ").")
+    for op in ("add", "min", "max", "exch")
+] + [
+    Intrinsic("ptx.atom.cas", "addr: mem_addr, compare: value(any), value: value(any)", "sm_80", _atom("cas"),
+              result="=value",
+              doc="atom.cas: stores `value` at `addr` if it holds `compare`; returns the old contents "
+                  "(32- and 64-bit values; `compare` of the same type)."),
+] + [
+    Intrinsic(f"ptx.red.{op}",
+              "addr: mem_addr, value: value(any)" + (", *, packed: str(f16x2|bf16x2) = None" if op == "add" else ""),
+              "sm_80", _red(op),
+              doc=f"red.{op}: atom.{op} without the result (types as ptx.atom.{op}).")
+    for op in ("add", "min", "max")
+]
+
+_TABLE += _TABLE_COLLECTIVES
 
 INTRINSICS: Dict[str, Intrinsic] = {}
 for _row in _TABLE:

@@ -428,7 +428,9 @@ class _TypeOf:
             row = intrinsics.lookup(f, e.span)
             if row.result is None:
                 raise TilecError(f"{f} does not produce a value", e.span)
-            row.signature.bind(f, e.args, e.kwargs, e.span)
+            bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+            if row.result.startswith("="):  # the type of that argument
+                return self.of(bound[row.result[1:]])
             return row.result
         raise TilecError(f"'{f}(...)' is not a value", e.span)
 

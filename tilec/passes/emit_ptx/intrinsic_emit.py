@@ -79,7 +79,7 @@ class IntrinsicCalls:
                 row.check_range(name, int(op.text, 0), bound[name].span or call.span)
         result = None
         if row.result is not None:
-            result = self.regs.temp(row.result)
+            result = self.regs.temp(row.result_type(fields))
             fields["result"] = result
         try:
             if isinstance(row.emit, str):
@@ -115,6 +115,12 @@ class IntrinsicCalls:
             if t not in ("shared_ptr", "u32"):
                 raise TilecError(f"{what} must be a shared-memory address (b.ptr_to([..]) or address_of), got {t}",
                                  arg.span or call.span)
+            return self.value(arg)
+        if kind == "mem_addr":
+            t = self.syms.type_of(arg)
+            if t not in ("shared_ptr", "global_ptr"):
+                raise TilecError(f"{what} must be the address of a shared or global element (b.ptr_to([..]) or "
+                                 f"address_of), got {t}", arg.span or call.span)
             return self.value(arg)
         if kind == "generic_addr":
             t = self.syms.type_of(arg) if not self._is_tensormap(arg) else "generic_ptr"
