@@ -212,7 +212,7 @@ def test_each_expansion_gets_its_own_locals():
         ("h()", "inline helper 'h' is missing argument 'x'"),
         ("h(y=1)", "inline helper 'h' has no parameter 'y'"),
         ("h(1, x=2)", "argument 'x' of inline helper 'h' is given twice"),
-        ("a = h(1)", "inline helper 'h' can only be called as a statement"),
+        ("a = h(1)", "inline helper 'h' returns no value (it has no 'return expr')"),
     ],
 )
 def test_helper_call_errors_are_located_at_the_call(call, message):

@@ -308,6 +308,15 @@ class Pass(Stmt):
 
 
 @attrs.frozen
+class Return(Stmt):
+    """`return expr` (or a bare `return`): the value of an inline helper
+    called as an expression; only the last statement of a helper's body."""
+
+    value: Optional[Expr] = None
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
 class InlineDef(Stmt):
     """`inline def name(params):` a helper expanded at each call site, seeing
     the variables of its enclosing scope (the seeds' `@T.inline`)."""

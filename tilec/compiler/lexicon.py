@@ -11,7 +11,7 @@ from tilec.compiler.dtypes import DTYPES
 
 KEYWORDS = frozenset(
     "target const kernel inline def meta tensormap for in range unroll "
-    "if elif else while pass and or not True False".split()
+    "if elif else while pass return and or not True False".split()
 )
 NAMESPACES = frozenset("ptx cuda cta wg warp thread".split())
 LAYOUT_HEADS = frozenset({"S", "R", "O", "SW"})

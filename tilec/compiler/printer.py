@@ -286,6 +286,11 @@ def _stmt(s: ir.Stmt, indent: int, lines: list) -> None:
         lines.append(pad + _expr(s.expr, _SELECT))
     elif isinstance(s, ir.Pass):
         lines.append(pad + "pass")
+    elif isinstance(s, ir.Return):
+        v = s.value
+        text = "" if v is None else " " + (
+            _items(v.items) if isinstance(v, ir.TupleExpr) and len(v.items) > 1 else _expr(v, _SELECT))
+        lines.append(pad + "return" + text)
     elif isinstance(s, ir.TensorMap):
         if s.value.func != "tensormap":
             raise ValueError("a TensorMap's value must be a tensormap(...) call")

@@ -549,6 +549,9 @@ class _Builder(Transformer):
     def pass_stmt(self, meta, children):
         return ir.Pass(span=self.span(meta))
 
+    def return_stmt(self, meta, children):
+        return ir.Return(children[0], span=self.span(meta))
+
     def tensormap_stmt(self, meta, children):
         tok, call = children
         return ir.TensorMap(str(tok), call, span=self.span(meta))

@@ -9,9 +9,17 @@ After it, a kernel mentions no const, meta value or inline helper:
   guard the scope inference recognises;
 - a call statement of an `inline def` helper is replaced by the helper's body,
   its parameters bound to the argument expressions.  The body sees the
-  caller's names at the call site, as a Python closure would; names the
-  helper binds itself are renamed when they would capture a caller's
-  variable (a helper's `for s in ...` inside the caller's `for s in ...`);
+  caller's names at the call site, as a Python closure would.  Assigning to
+  a variable the caller can see updates that variable (as `+=` always did:
+  no silent shadowing); the other names the helper binds are its own and are
+  renamed when they would capture a caller's name (a helper's `for s in
+  ...` inside the caller's `for s in ...`, a temporary also used elsewhere);
+- a helper whose body ends in `return expr` can be called inside an
+  expression: its other statements are placed before the statement holding
+  the call (in call order) and `expr` takes the call's place, so
+  `m = row_max(x)` and `a, b = split(v)` work.  A `return` anywhere else is
+  an error, as is a call inside a `while` condition (which would run once,
+  not once per iteration);
 - `**cfg` splats of dict values become keyword arguments.
 
 Block structure scopes metas and helpers: a `meta` inside a loop body is not
@@ -33,13 +41,16 @@ from tilec.compiler.visit import NameGen
 
 @attrs.frozen
 class _Binding:
-    """What a substituted name stands for: kind is "const", "meta", "param"
-    (of the helper `owner`) or "helper" (value is then the InlineDef)."""
+    """What a name stands for: kind is "const", "meta", "param" (of the
+    helper `owner`) or "helper" (value is then the InlineDef), which are
+    substituted, or "var" (a variable bound in this scope, kept)."""
 
     kind: str
     value: object
     owner: str = ""
 
+
+_VAR = _Binding("var", None)
 
 _INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
@@ -123,7 +134,7 @@ class _Expander:
         def fn(node):
             if isinstance(node, ir.Name):
                 b = env.get(node.id)
-                if b is None:
+                if b is None or b.kind == "var":
                     return node
                 if b.kind == "helper":
                     raise TilecError(f"inline helper '{node.id}' is not a value", node.span)
@@ -131,9 +142,7 @@ class _Expander:
             if isinstance(node, ir.Call):
                 b = env.get(node.func)
                 if b is not None and b.kind == "helper":
-                    raise TilecError(
-                        f"inline helper '{node.func}' can only be called as a statement", node.span
-                    )
+                    raise TilecError(f"inline helper '{node.func}' cannot be called here", node.span)
             if isinstance(node, (ir.Call, ir.Method)):
                 return attrs.evolve(node, kwargs=_expand_splats(node.kwargs))
             return node
@@ -149,6 +158,7 @@ class _Expander:
         for p in k.params:
             self._check_bindable(p.name, env, p.span)
             self.bound.add(p.name)
+            env[p.name] = _VAR
             params.append(
                 attrs.evolve(
                     p,
@@ -162,26 +172,49 @@ class _Expander:
     def block(self, stmts, env: dict, stack: tuple) -> tuple:
         """The expanded statements; a block of nothing but metas and helper
         definitions keeps a `pass`, so the IR still prints and parses."""
-        env = dict(env)
-        out = []
-        for s in stmts:
-            out.extend(self.stmt(s, env, stack))
+        out = self.statements(stmts, dict(env), stack)
         if stmts and not out:
             out.append(ir.Pass(span=stmts[0].span))
         return tuple(out)
 
+    def statements(self, stmts, env: dict, stack: tuple) -> list:
+        """The expanded statements, binding into `env` (the caller's copy)."""
+        out = []
+        for s in stmts:
+            out.extend(self.stmt(s, env, stack))
+        return out
+
+    def value(self, expr: ir.Expr, env: dict, stack: tuple, pre: list) -> ir.Expr:
+        """`expr` substituted, each helper call in it expanded: the helper's
+        statements appended to `pre`, its return value in the call's place."""
+        if expr is None:
+            return None
+
+        def fn(node):
+            if isinstance(node, ir.Call):
+                b = env.get(node.func)
+                if b is not None and b.kind == "helper":
+                    return self.inline_value(node, env, stack, pre)
+            return node
+
+        return self.subst(visit.transform(expr, fn), env)
+
     def stmt(self, s: ir.Stmt, env: dict, stack: tuple) -> list:
+        pre: list = []
         if isinstance(s, ir.Assign):
-            value = self.subst(s.value, env)
-            targets = tuple(self.target(t, env) for t in s.targets)
-            return [attrs.evolve(s, targets=targets, value=value)]
+            value = self.value(s.value, env, stack, pre)
+            targets = tuple(self.target(t, env, pre) for t in s.targets)
+            return pre + [attrs.evolve(s, targets=targets, value=value)]
         if isinstance(s, ir.AugAssign):
+            value = self.value(s.value, env, stack, pre)
             if isinstance(s.target, ir.Name):
                 self._check_bindable(s.target.id, env, s.target.span)
                 target = s.target
             else:
-                target = self.target(s.target, env)
-            return [attrs.evolve(s, target=target, value=self.subst(s.value, env))]
+                target = self.target(s.target, env, pre)
+            return pre + [attrs.evolve(s, target=target, value=value)]
+        if isinstance(s, ir.Return):
+            raise TilecError("'return' is allowed only as the last statement of an inline helper", s.span)
         if isinstance(s, ir.Meta):
             b = env.get(s.name)
             if b is not None and b.kind != "meta":
@@ -197,30 +230,29 @@ class _Expander:
         if isinstance(s, ir.ExprStmt):
             e = s.expr
             if isinstance(e, ir.Call) and env.get(e.func, _Binding("", None)).kind == "helper":
-                return self.inline(e, env, stack)
-            return [attrs.evolve(s, expr=self.subst(e, env))]
+                body, _ = self.inline(e, env, stack)
+                return body
+            return pre + [attrs.evolve(s, expr=self.value(e, env, stack, pre))]
         if isinstance(s, ir.For):
+            start, stop, step = (self.value(x, env, stack, pre) for x in (s.start, s.stop, s.step))
             self._check_bindable(s.var, env, s.span)
             self.bound.add(s.var)
-            return [
-                attrs.evolve(
-                    s,
-                    start=self.subst(s.start, env),
-                    stop=self.subst(s.stop, env),
-                    step=self.subst(s.step, env),
-                    body=self.block(s.body, env, stack),
-                )
-            ]
+            inner = dict(env)
+            inner[s.var] = _VAR
+            return pre + [attrs.evolve(s, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))]
         if isinstance(s, ir.If):
-            return [
-                attrs.evolve(
-                    s,
-                    cond=self.subst(s.cond, env),
-                    then=self.block(s.then, env, stack),
-                    orelse=self.block(s.orelse, env, stack),
-                )
+            cond = self.value(s.cond, env, stack, pre)
+            return pre + [
+                attrs.evolve(s, cond=cond, then=self.block(s.then, env, stack), orelse=self.block(s.orelse, env, stack))
             ]
         if isinstance(s, ir.While):
+            for n in visit.walk(s.cond):
+                if isinstance(n, ir.Call) and env.get(n.func, _Binding("", None)).kind == "helper":
+                    raise TilecError(
+                        f"inline helper '{n.func}' in a while condition would run once, not at each test: "
+                        f"assign its value before the loop and again at the end of the body",
+                        n.span,
+                    )
             return [
                 attrs.evolve(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
             ]
@@ -228,19 +260,20 @@ class _Expander:
             return [attrs.evolve(s, value=self.subst(s.value, env))]
         return [s]  # Pass
 
-    def target(self, t: ir.Expr, env: dict) -> ir.Expr:
+    def target(self, t: ir.Expr, env: dict, pre: list) -> ir.Expr:
         """An assignment target: names are bound, stores have their indices expanded."""
         if isinstance(t, ir.Name):
             self._check_bindable(t.id, env, t.span)
             self.bound.add(t.id)
+            env[t.id] = _VAR
             return t
         if isinstance(t, ir.TupleExpr):
-            return attrs.evolve(t, items=tuple(self.target(i, env) for i in t.items))
-        return self.subst(t, env)
+            return attrs.evolve(t, items=tuple(self.target(i, env, pre) for i in t.items))
+        return self.value(t, env, (), pre)
 
     def _check_bindable(self, name: str, env: dict, span) -> None:
         b = env.get(name)
-        if b is None:
+        if b is None or b.kind == "var":
             return
         what = {
             "const": f"'{name}' is a const",
@@ -252,7 +285,35 @@ class _Expander:
 
     # -- helpers -----------------------------------------------------------
 
-    def inline(self, call: ir.Call, env: dict, stack: tuple) -> list:
+    def inline_value(self, call: ir.Call, env: dict, stack: tuple, pre: list) -> ir.Expr:
+        """A helper called inside an expression: its statements go to `pre`,
+        the value of its `return` is the result."""
+        body, value = self.inline(call, env, stack)
+        if value is None:
+            raise TilecError(f"inline helper '{call.func}' returns no value (it has no 'return expr')", call.span)
+        pre.extend(body)
+        return self._hold(value, call.func, pre, _buffers_bound(body))
+
+    def _hold(self, value: ir.Expr, helper: str, pre: list, buffers: set) -> ir.Expr:
+        """The returned value, kept in a fresh variable when it reads
+        variables: a later call in the same statement may assign them.
+        Literals, buffers the helper made and regions (a slice of a buffer)
+        are used as they are."""
+        if isinstance(value, ir.TupleExpr):
+            return attrs.evolve(value, items=tuple(self._hold(v, helper, pre, buffers) for v in value.items))
+        if isinstance(value, (ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit, ir.LayoutLit)):
+            return value
+        if isinstance(value, ir.Name) and value.id in buffers:
+            return value
+        if isinstance(value, ir.Index) and any(isinstance(i, ir.Slice) for i in value.indices):
+            return value
+        name = self.names.fresh(f"{helper}_value")
+        self.bound.add(name)
+        pre.append(ir.Assign((ir.Name(name, span=value.span),), value, span=value.span))
+        return ir.Name(name, span=value.span)
+
+    def inline(self, call: ir.Call, env: dict, stack: tuple):
+        """(statements, returned expression or None) of one expansion."""
         helper: ir.InlineDef = env[call.func].value
         if helper.name in stack:
             chain = " -> ".join(stack + (helper.name,))
@@ -265,11 +326,26 @@ class _Expander:
         taken = self.bound | self.outside
         for v in values.values():
             taken |= {n.id for n in visit.walk(v) if isinstance(n, ir.Name)}
-        body = self._rename_locals(helper, taken)
+        shared = {n for n, b in env.items() if b.kind == "var"}
+        body = self._rename_locals(helper, taken, shared)
         body_env = dict(env)
         for p, v in values.items():
             body_env[p] = _Binding("param", v, helper.name)
-        return list(self.block(body, body_env, stack + (helper.name,)))
+        for s in body[:-1]:
+            for n in visit.walk(s):
+                if isinstance(n, ir.Return):
+                    raise TilecError(
+                        f"'return' ends inline helper '{helper.name}': it must be the last statement of "
+                        f"its body (no early return)",
+                        n.span,
+                    )
+        ret = body[-1] if body and isinstance(body[-1], ir.Return) else None
+        if ret is not None:
+            body = body[:-1]
+        inner = stack + (helper.name,)
+        out = self.statements(body, body_env, inner)
+        value = None if ret is None else self.value(ret.value, body_env, inner, out)
+        return out, value
 
     def _bind_arguments(self, helper: ir.InlineDef, call: ir.Call, args, kwargs) -> dict:
         params = helper.params
@@ -300,9 +376,11 @@ class _Expander:
             )
         return {p: values[p] for p in params}
 
-    def _rename_locals(self, helper: ir.InlineDef, taken: set) -> tuple:
+    def _rename_locals(self, helper: ir.InlineDef, taken: set, shared: set) -> tuple:
         """The helper's body with each variable it binds renamed to a fresh
-        name when the caller already uses that name."""
+        name when the caller already uses that name -- except a variable
+        the caller can see at the call (`shared`), which an assignment in
+        the helper updates.  Loop variables are always the helper's own."""
         local = set()
         for n in (n for s in helper.body for n in visit.walk(s)):
             if isinstance(n, ir.For):
@@ -310,7 +388,7 @@ class _Expander:
             elif isinstance(n, ir.Assign):
                 for t in n.targets:
                     items = t.items if isinstance(t, ir.TupleExpr) else (t,)
-                    local.update(i.id for i in items if isinstance(i, ir.Name))
+                    local.update(i.id for i in items if isinstance(i, ir.Name) and i.id not in shared)
         renames = {name: self.names.fresh(name) for name in sorted(local & taken - set(helper.params))}
         if not renames:
             return helper.body
@@ -323,6 +401,21 @@ class _Expander:
             return node
 
         return tuple(visit.transform(s, fn) for s in helper.body)
+
+
+_MEMORY_CALLS = frozenset({"alloc", "alloc_shared", "alloc_local", "decl_buffer", "smem_pool"})
+
+
+def _buffers_bound(stmts) -> set:
+    """Names the statements bind to buffers or pools (an alloc, a view)."""
+    out = set()
+    for s in stmts:
+        for n in visit.walk(s):
+            if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Name):
+                v = n.value
+                if isinstance(v, ir.Method) or (isinstance(v, ir.Call) and v.func in _MEMORY_CALLS):
+                    out.add(n.targets[0].id)
+    return out
 
 
 def _expand_splats(kwargs: tuple) -> tuple:
