@@ -11,6 +11,7 @@ import pytest
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.printer import print_module
 from tilec.compiler.visit import walk
 from tilec.compiler.lexicon import RESERVED
 from tilec.grammar.parser import parse
@@ -413,7 +414,7 @@ K = "kernel k():\n"
         # namespaces, layouts and reserved words in the wrong place
         (K + "    x = ptx + 1\n", 2, 13, "'ptx' is a namespace of intrinsics"),
         (K + "    x = ptx.mbarrier\n", 2, 21, "expected '(' or '.' ('ptx' is a namespace"),
-        ("const L = S + 1\n", 1, 13, "a layout literal is written S[...]"),
+        ("kernel k(S: f32[4]):\n    S[0] = 1.0\n", 2, 5, "a buffer named 'S' cannot be indexed: rename it"),
         (K + "    kernel = 1\n", 2, 5, "'kernel' is a reserved word"),
         (K + "    x = range + S\n", 2, 9, "'range' is a reserved word"),
         (K + "    else:\n        pass\n", 2, 5, "'else' is a reserved word"),
@@ -429,14 +430,12 @@ K = "kernel k():\n"
         ("const A = 1\ntarget sm_90a\n", 2, 1, "the 'target' line must come before everything else"),
         ("target sm_90a\ntarget sm_80\n", 2, 1, "already set"),
         ("const L = R[4 : 32@TLane]\n", 1, 11, "a replica R[...] must be added to a layout"),
-        ("const L = O[3]\n", 1, 11, "an offset O[...] must be added to a layout"),
-        ("const L = SW[1, 2, 3]\n", 1, 11, "a swizzle SW[...] must multiply a layout"),
         ("const L = 4@TLane\n", 1, 11, "'@axis' may only follow a stride inside a layout literal"),
         ("const L = S[1:2, 3]\n", 1, 11, "a layout is written S[(extents) : (strides)]"),
         ("const L = S[:2]\n", 1, 13, "a layout needs both extents and strides"),
         ("const L = S[(1, 2) : (3,)]\n", 1, 13, "2 extents but 1 strides"),
         ("const L = S[(1@x, 2) : (3, 4)]\n", 1, 14, "an extent takes no '@axis'"),
-        ("const L = O[1:2]\n", 1, 13, "an offset is written O[offset@axis, ...]"),
+        ("const L = S[8 : 1] + O[1:2]\n", 1, 24, "an offset is written O[offset@axis, ...]"),
         ("const L = SW[1, 2] * S[8 : 1]\n", 1, 11, "a swizzle is written SW[per_element_bits"),
         ("const L = SW[1, 2, 3] * (SW[1, 2, 3] * S[8 : 1])\n", 1, 26, "already has a swizzle"),
     ],
@@ -482,3 +481,39 @@ def test_language_reference_programs_parse():
     assert len(programs) >= 2
     for program in programs:
         parse(program, "language.md")
+
+
+# ---------------------------------------------------------------------------
+# Layout heads as names
+# ---------------------------------------------------------------------------
+
+
+def test_layout_heads_name_variables_where_no_layout_is_written():
+    """O (every attention kernel's output), R, SW and S are free names; the
+    same words still head layout literals, which print and parse back."""
+    src = (
+        "const L = S[(128, 64) : (1@TLane, 1@TCol)] + R[4 : 32@TLane] + O[5@TCol, 3]\n"
+        "const W = SW[3, 3, 3] * S[(8, 4, 64) : (64, 512, 1)]\n\n"
+        "kernel k(O: f32[64], S: f32[64], R: i32[4]):\n"
+        "    t = thread_id([64])\n"
+        "    SW: f32 = 1.0\n"
+        "    O[t] = O[t] * 2.0 + SW\n"
+        "    O[0:4] = O[4:8]\n"
+        "    R[0] = R[1] + 1\n"
+        "    p = S.ptr_to([0])\n"
+    )
+    m = parse(src)
+    assert print_module(m) == src
+    assert parse(print_module(m)) == m
+    body = m.kernels[0].body
+    assert body[2].targets[0] == ir.Index(ir.Name("O"), (ir.Name("t"),))
+    lit = m.consts[0].value
+    assert isinstance(lit, ir.LayoutLit) and len(lit.offset) == 2 and len(lit.replica) == 1
+
+
+def test_a_layout_where_a_value_is_expected_says_to_rename_S():
+    from emit_util import build
+
+    with pytest.raises(TilecError, match="a buffer named 'S' cannot be indexed; rename it") as info:
+        build("kernel k(S: f32[4], B: f32[4]):\n    cta_id([1])\n    B[0] = S[1]\n")
+    assert info.value.span.line == 3

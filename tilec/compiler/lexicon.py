@@ -15,6 +15,8 @@ KEYWORDS = frozenset(
 )
 NAMESPACES = frozenset("ptx cuda cta wg warp thread".split())
 LAYOUT_HEADS = frozenset({"S", "R", "O", "SW"})
-RESERVED = KEYWORDS | NAMESPACES | LAYOUT_HEADS | frozenset(DTYPES)
+"""Layout literal heads.  They are not reserved: `O = ...`, `O[i, j]` and a
+parameter `O` work; only `S[...]` always means a layout."""
+RESERVED = KEYWORDS | NAMESPACES | frozenset(DTYPES)
 """Words that cannot name anything.  (`layout` is a keyword only after a
 buffer parameter's shape, so `layout=` keyword arguments stay legal.)"""

@@ -282,6 +282,10 @@ class _TypeOf:
             raise TilecError(f"expected a value, found {type(e).__name__.lower()}", e.span)
         return method(e)
 
+    def _LayoutLit(self, e):
+        raise TilecError("a layout is not a value here (S[...] is always a layout literal: a buffer named "
+                         "'S' cannot be indexed; rename it, e.g. 'S_' or 'scores')", e.span)
+
     def _Int(self, e):
         return literal_type(e.value)
 

@@ -409,6 +409,15 @@ _LOOSE_MESSAGES = {
     "@": "'@axis' may only follow a stride inside a layout literal",
 }
 
+def _has_axis(item) -> bool:
+    """Whether a subscript holds `@axis` (so only a layout can mean it)."""
+    if isinstance(item, ir.Slice):
+        return _has_axis(item.start) or _has_axis(item.stop)
+    if isinstance(item, ir.TupleExpr):
+        return any(_has_axis(i) for i in item.items)
+    return isinstance(item, _Axis)
+
+
 _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
 _ESCAPE_RE = re.compile(r"\\(.)")
 
@@ -427,6 +436,9 @@ class _Builder(Transformer):
         self.last_literal = None
         # Layout parts and @axis strides not (yet) placed into a LayoutLit.
         self.loose = {}
+        # `O[..]`, `R[..]`, `SW[..]` read as indexing, by id: (head, items),
+        # for a layout sum or product that turns out to take them in.
+        self.parts = {}
 
     # -- spans (names need no check here: the postlexer rejects reserved words)
 
@@ -526,12 +538,15 @@ class _Builder(Transformer):
         return ir.Assign(tuple(targets), value, span=self.span(meta))
 
     def check_target(self, target):
+        if isinstance(target, ir.LayoutLit):
+            raise TilecError("S[...] is a layout literal, so a buffer named 'S' cannot be indexed: "
+                             "rename it (e.g. 'S_' or 'scores')", target.span)
         if not isinstance(target, (ir.Name, ir.Index)):
             raise TilecError("can only assign to a name or to buffer elements (buf[i] = ...)", target.span)
 
     def typed_assign(self, meta, children):
         tok, dtype, value = children
-        name = ir.Name(str(tok), span=self.tok_span(tok))
+        name = ir.Name(str(tok), span=self.tok_span(tok) if isinstance(tok, Token) else self.span(meta))
         return ir.Assign((name,), value, dtype, span=self.span(meta))
 
     def aug_assign(self, meta, children):
@@ -608,6 +623,10 @@ class _Builder(Transformer):
         lhs, op, rhs = children
         op = str(op)
         span = self.span(meta)
+        if op == "+" and isinstance(lhs, ir.LayoutLit) and id(rhs) in self.parts:
+            rhs = self.make_part(*self.parts.pop(id(rhs))[1:], rhs.span)
+        if op == "*" and isinstance(rhs, ir.LayoutLit) and id(lhs) in self.parts:
+            lhs = self.make_part(*self.parts.pop(id(lhs))[1:], lhs.span)
         if op == "+" and isinstance(lhs, ir.LayoutLit) and isinstance(rhs, _Part) and rhs.head in ("R", "O"):
             del self.loose[id(rhs)]
             if rhs.head == "R":
@@ -781,9 +800,22 @@ class _Builder(Transformer):
     def layout_head(self, meta, children):
         return str(children[0])
 
+    def head_name(self, meta, children):
+        return ir.Name(children[0], span=self.span(meta))
+
     def layout_part(self, meta, children):
         head, items = children
         span = self.span(meta)
+        if head != "S" and not any(_has_axis(i) for i in items):
+            # a variable named O, R or SW, indexed -- unless a layout sum or
+            # product takes it in (`binary`)
+            name_span = ir.Span(self.file, meta.line, meta.column, meta.line, meta.column + len(head))
+            index = ir.Index(ir.Name(head, span=name_span), tuple(items), span=span)
+            self.parts[id(index)] = (index, head, items)
+            return index
+        return self.make_part(head, items, span)
+
+    def make_part(self, head, items, span):
         if head in ("S", "R"):
             iters = self.layout_iters(head, items, span)
             if head == "S":
