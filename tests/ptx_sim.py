@@ -24,7 +24,8 @@ _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b:
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 # bar.arrive signals a named barrier without waiting; since every bar.sync here
 # waits for all live threads, the arrival itself has nothing to do.
-_NOOPS = ("fence.", "bar.warp.sync", "bar.arrive", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group")
+_NOOPS = ("fence.", "bar.warp.sync", "bar.arrive", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group",
+          "cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all")
 YIELD = "yield"
 """What an extension returns for an instruction it ran that ends the thread's turn."""
 
@@ -303,6 +304,17 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
         return
     if name in ("ld", "st"):
         _memory_op(name, parts, ops, regs, val, mem, shared, local)
+        return
+    if op.startswith("cp.async.") and parts[3] == "shared":  # cp.async.{ca,cg}.shared.global: done at once
+        size = int(ops[2])
+        n = size if len(ops) < 4 else int(val(ops[3], "u32"))
+        src, off = mem.view(val(ops[1].strip("[]")))
+        dst = val(ops[0].strip("[]"))
+        if off % size or dst % size:
+            raise MemoryError(f"misaligned cp.async of {size} bytes")
+        if n and off + n > len(src):
+            raise MemoryError(f"cp.async reads past the global buffer: offset {off} + {n} of {len(src)} bytes")
+        shared[dst:dst + size] = bytes(src[off:off + n]) + bytes(size - n)
         return
     if name == "cvta":
         regs[ops[0]] = val(ops[1])

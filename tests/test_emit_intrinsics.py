@@ -94,6 +94,10 @@ EXAMPLES = {
     "ptx.red.add": 'ptx.red.add(D.ptr_to([0]), phase, packed="f16x2")',
     "ptx.red.min": "ptx.red.min(taddr.ptr_to([0]), phase)",
     "ptx.red.max": "ptx.red.max(D.ptr_to([3]), lane)",
+    "ptx.cp_async": "ptx.cp_async(taddr.ptr_to([0]), D.ptr_to([0]), size=4, src_size=lane)",
+    "ptx.cp_async.commit_group": "ptx.cp_async.commit_group()",
+    "ptx.cp_async.wait_group": "ptx.cp_async.wait_group(1)",
+    "ptx.cp_async.wait_all": "ptx.cp_async.wait_all()",
 }
 
 # The instruction each example must produce (one distinctive piece of it).
@@ -163,6 +167,10 @@ EXPECT = {
     "ptx.red.add": "red.global.add.noftz.f16x2 [%rd{}], %r{};",
     "ptx.red.min": "red.shared.min.u32 [%r{}], %r{};",
     "ptx.red.max": "red.global.max.s32 [%rd{}], %r{};",
+    "ptx.cp_async": "cp.async.ca.shared.global [%r{}], [%rd{}], 4, %r{};",
+    "ptx.cp_async.commit_group": "cp.async.commit_group;",
+    "ptx.cp_async.wait_group": "cp.async.wait_group 1;",
+    "ptx.cp_async.wait_all": "cp.async.wait_all;",
 }
 
 CASES = [(name, target) for name in sorted(INTRINSICS) for target in TARGETS]

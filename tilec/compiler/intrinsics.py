@@ -948,6 +948,41 @@ _TABLE_COLLECTIVES = [
 
 _TABLE += _TABLE_COLLECTIVES
 
+# ---- cp.async (sm_80): global -> shared without registers, for copy_async -> cp_async
+# (the lowering is tilec/passes/dispatch/copy_async/cp_async.py).  Each thread
+# issues its own copies; they complete in commit groups.
+
+
+def _check_cp_async(values: Dict, span) -> None:
+    if values["cache"] == "cg" and values["size"] != 16:
+        raise TilecError(f"cp.async.cg copies 16 bytes; a {values['size']}-byte copy takes cache=\"ca\"", span)
+
+
+def _cp_async(e, a) -> None:
+    if a.src.type != "global_ptr":
+        raise TilecError("cp.async reads global memory: 'src' must be the address of a global element")
+    tail = "" if a.src_size is None else f", {a.src_size}"
+    e.line(f"cp.async.{a.cache}.shared.global [{a.dst}], [{a.src}], {a.size}{tail};")
+
+
+_TABLE += [
+    Intrinsic("ptx.cp_async", "dst: shared_addr, src: mem_addr, *, size: int(4|8|16), src_size: value(u32) = None, "
+              'cache: str(ca|cg) = "ca"',
+              "sm_80", _cp_async, check=_check_cp_async,
+              doc="cp.async.{ca,cg}.shared.global: `size` bytes (4, 8 or 16, both addresses aligned to it) from "
+                  "global `src` to shared `dst`, asynchronously, in the thread's current cp.async group.  "
+                  "`src_size` (run time, 0..size): read only that many bytes and zero-fill the rest.  "
+                  "cache=\"cg\" (16 bytes only) bypasses L1."),
+    Intrinsic("ptx.cp_async.commit_group", "", "sm_80", "cp.async.commit_group;",
+              doc="Close this thread's current group of cp.async copies."),
+    Intrinsic("ptx.cp_async.wait_group", "n: int", "sm_80", "cp.async.wait_group {n};",
+              check=_check_range("n", 0, 7),
+              doc="Wait until at most n of this thread's cp.async groups are pending (their data in shared "
+                  "memory for this thread; a barrier makes it visible to others)."),
+    Intrinsic("ptx.cp_async.wait_all", "", "sm_80", "cp.async.wait_all;",
+              doc="Wait for all of this thread's cp.async copies."),
+]
+
 INTRINSICS: Dict[str, Intrinsic] = {}
 for _row in _TABLE:
     assert _row.name not in INTRINSICS, _row.name

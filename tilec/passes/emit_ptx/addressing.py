@@ -344,7 +344,9 @@ class Addressing:
         _, dims = self.dim_iters(buf)
         why = None
         inner = dims[-1][-1] if dims[-1] else None
-        if inner is None or inner.axis != "m" or inner.stride != 1 or inner.extent % n:
+        if n == 1:
+            pass  # one element is always one naturally aligned access, whatever the layout
+        elif inner is None or inner.axis != "m" or inner.stride != 1 or inner.extent % n:
             why = "the last dim's innermost iterator is not a contiguous run of a multiple of n elements"
         elif any(it.axis == "m" and it.stride % n for iters in dims for it in iters if it is not inner):
             why = "some stride is not a multiple of n"
