@@ -80,8 +80,9 @@ class Pointer:
 
 
 class Model:
-    def __init__(self, module: ir.Module, target: str = "sm_90a"):
+    def __init__(self, module: ir.Module, target: str = "sm_90a", cta=(0, 0, 0)):
         self.kernel = module.kernels[0]
+        self.cta = tuple(cta)  # the CTA it runs: what cta_id gives, per dim
         self.syms = analyze_kernel(self.kernel, module, TARGETS[target])
         self.threads = self.syms.launch.threads
         self.layouts = {}
@@ -145,6 +146,12 @@ class Model:
             self.call(s.expr, active)
         elif isinstance(s, ir.Pass):
             pass
+        elif isinstance(s, ir.For) and active:  # a run-time loop: its bounds are the same in every thread
+            t0 = active[0]
+            for v in range(self.eval(s.start, t0), self.eval(s.stop, t0), self.eval(s.step, t0)):
+                for env in self.env:
+                    env[s.var] = v
+                self.block(s.body, active)
         else:
             raise NotImplementedError(f"the model does not run {type(s).__name__}")
 
@@ -156,8 +163,8 @@ class Model:
                    "warp_id_in_wg": lambda t: t // 32 % 4, "warpgroup_id": lambda t: t // 128,
                    "thread_id_in_wg": lambda t: t % 128, "cta_id": lambda t: 0}[v.func]
             for t in range(self.threads):
-                for target in s.targets:
-                    self.env[t][target.id] = ids(t)
+                for d, target in enumerate(s.targets):
+                    self.env[t][target.id] = self.cta[d] if v.func == "cta_id" else ids(t)
             return
         if len(s.targets) == 1 and isinstance(s.targets[0], ir.Name) and s.targets[0].id in self.syms.buffers:
             return  # a buffer declaration: storage is made on first use
@@ -183,6 +190,12 @@ class Model:
                 lo_dst, hi_dst, lo, hi = c.args
                 self.store(lo_dst, self.eval(lo, t), t)
                 self.store(hi_dst, self.eval(hi, t), t)
+            return
+        if f in ("ptx.cp_async.commit_group", "ptx.cp_async.wait_group", "ptx.cp_async.wait_all"):
+            return  # the model completes each cp.async at once
+        if f == "ptx.cp_async":
+            for t in active:
+                self.cp_async(c, t)
             return
         if f in ("ptx.mma", "ptx.ldmatrix", "ptx.stmatrix"):
             warps = sorted({t // 32 for t in active})
@@ -221,6 +234,20 @@ class Model:
         (da, do), (sa, so) = places
         da[do:do + n] = sa[so:so + n]
 
+    def cp_async(self, c, t):
+        """`size` bytes from the global pointer to the shared one, the bytes
+        past `src_size` zero-filled (the PTX ISA's cp.async)."""
+        dst, src = (self.eval(a, t) for a in c.args)
+        kw = {k.name: k.value for k in c.kwargs}
+        size = kw["size"].value
+        eb = np.dtype(NUMPY[src.buf.dtype]).itemsize if src.buf.dtype != "bf16" else 2
+        n = size // eb
+        keep = n if "src_size" not in kw else self.eval(kw["src_size"], t) // eb
+        assert dst.offset % n == 0 and src.offset % n == 0, "misaligned cp.async"
+        sa, da = self.array(src.buf, t), self.array(dst.buf, t)
+        da[dst.offset:dst.offset + n] = 0
+        da[dst.offset:dst.offset + keep] = sa[src.offset:src.offset + keep]
+
     # ---- expressions ------------------------------------------------------
 
     def eval(self, e, t):
@@ -248,6 +275,8 @@ class Model:
             buf = self.syms.buffer(e.obj.id)
             coord = [self.eval(i, t) for i in e.args[0].items]
             return Pointer(buf, self.where(buf, coord))
+        if isinstance(e, ir.Call) and e.func in ("min", "max"):
+            return (min if e.func == "min" else max)(self.eval(a, t) for a in e.args)
         if isinstance(e, ir.Call) and e.func == "convert":
             return round_to(self.eval(e.args[0], t), e.args[1].name)
         raise NotImplementedError(f"the model does not evaluate {type(e).__name__}")
