@@ -209,8 +209,9 @@ def test_accuracy_on_the_device(f, approx):
 
     n = 1 << 16
     rng = np.random.default_rng(11)
-    src = _unary_kernel(f, approx=approx).replace(f"[{N}]", f"[{n}]").replace(
-        f"cta_id([1])\n    t = thread_id([{N}])", f"b = cta_id([{n // 256}])\n    t = b * 256 + thread_id([256])")
+    src = _unary_kernel(f, approx=approx).replace(
+        f"cta_id([1])\n    t = thread_id([{N}])", f"b = cta_id([{n // 256}])\n    tx = thread_id([256])\n    t = b * 256 + tx"
+    ).replace(f"[{N}]", f"[{n}]")
     ptx, meta = build(src, "sm_80")
     x = np.concatenate([_inputs(f)] * (n // N))
     x = (x * rng.uniform(0.5, 1.5, n)).astype(np.float32)

@@ -517,3 +517,10 @@ def test_a_layout_where_a_value_is_expected_says_to_rename_S():
     with pytest.raises(TilecError, match="a buffer named 'S' cannot be indexed; rename it") as info:
         build("kernel k(S: f32[4], B: f32[4]):\n    cta_id([1])\n    B[0] = S[1]\n")
     assert info.value.span.line == 3
+
+
+def test_layout_heads_as_keyword_argument_names():
+    """(a fuzz find: `R=` read as the start of a layout literal)"""
+    m = parse("kernel k():\n    a += a(R=(), S=1, SW=2, O=3)\n")
+    assert [k.name for k in m.kernels[0].body[0].value.kwargs] == ["R", "S", "SW", "O"]
+    assert parse(print_module(m)) == m
