@@ -54,8 +54,7 @@ CP_ASYNC_BYTES = (16, 8, 4)
 
 
 def _bind(op: TileOp) -> dict:
-    kwargs = tuple(ir.Keyword(k, v, span=v.span) for k, v in op.kwargs.items())
-    bound = SIGNATURE.bind(op.call.func, op.args, kwargs, op.span)
+    bound = op.bind(SIGNATURE)
     return {**bound, **SIGNATURE.literals(op.call.func, bound, op.span)}
 
 
