@@ -5,21 +5,13 @@ with its zero-fill, so the data each thread moves is checked on the CPU."""
 import numpy as np
 import pytest
 
-from ptx_sim import Kernel
+import test_dispatch_copy
+from test_dispatch_copy import simulate
 from tilec.compiler.diagnostics import TilecError
-from tilec.pipeline import compile_source
-from tilec.runtime.assemble import assemble
 
 
 def compile_kernel(text, target="sm_80"):
-    r = compile_source(text, "cp.tile", target=target)
-    assemble(r.ptx, target)
-    return r
-
-
-def simulate(r, args):
-    entry = r.meta["kernels"][0]
-    Kernel(r.ptx, entry["name"]).run(args, grid=entry["grid"], dynamic_smem=entry["dynamic_smem"])
+    return test_dispatch_copy.compile_kernel(text, target)
 
 
 def _round_trip(layout: str, shape=(64, 32), extra: str = "", src_shape=None, region=None) -> str:
