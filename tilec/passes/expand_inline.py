@@ -292,18 +292,21 @@ class _Expander:
         if value is None:
             raise TilecError(f"inline helper '{call.func}' returns no value (it has no 'return expr')", call.span)
         pre.extend(body)
-        return self._hold(value, call.func, pre, _buffers_bound(body))
+        assigned = {t.id for s in body for n in visit.walk(s) if isinstance(n, ir.Assign)
+                    for t in n.targets if isinstance(t, ir.Name)}
+        return self._hold(value, call.func, pre, _buffers_bound(body) | (_names_in(value) - assigned))
 
-    def _hold(self, value: ir.Expr, helper: str, pre: list, buffers: set) -> ir.Expr:
+    def _hold(self, value: ir.Expr, helper: str, pre: list, keep: set) -> ir.Expr:
         """The returned value, kept in a fresh variable when it reads
         variables: a later call in the same statement may assign them.
-        Literals, buffers the helper made and regions (a slice of a buffer)
-        are used as they are."""
+        Literals, regions (a slice of a buffer) and the names in `keep` --
+        buffers the helper made, names it does not assign (a parameter's
+        buffer) -- are used as they are."""
         if isinstance(value, ir.TupleExpr):
-            return attrs.evolve(value, items=tuple(self._hold(v, helper, pre, buffers) for v in value.items))
+            return attrs.evolve(value, items=tuple(self._hold(v, helper, pre, keep) for v in value.items))
         if isinstance(value, (ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit, ir.LayoutLit)):
             return value
-        if isinstance(value, ir.Name) and value.id in buffers:
+        if isinstance(value, ir.Name) and value.id in keep:
             return value
         if isinstance(value, ir.Index) and any(isinstance(i, ir.Slice) for i in value.indices):
             return value
@@ -404,6 +407,10 @@ class _Expander:
 
 
 _MEMORY_CALLS = frozenset({"alloc", "alloc_shared", "alloc_local", "decl_buffer", "smem_pool"})
+
+
+def _names_in(e: ir.Expr) -> set:
+    return {n.id for n in visit.walk(e) if isinstance(n, ir.Name)}
 
 
 def _buffers_bound(stmts) -> set:
