@@ -182,6 +182,35 @@ def test_bad_math_calls_are_located(call, message):
     assert err.value.span.line == 4
 
 
+@pytest.mark.parametrize("call, target, opcode", [
+    ('exp2(x, approx=True, packed="f16x2")', "sm_80", "ex2.approx.f16x2 "),
+    ('exp2(x, approx=True, packed="bf16x2")', "sm_90a", "ex2.approx.ftz.bf16x2 "),
+    ('tanh(x, approx=True, packed="f16x2")', "sm_80", "tanh.approx.f16x2 "),
+    ('tanh(x, approx=True, packed="bf16x2")', "sm_100a", "tanh.approx.bf16x2 "),
+    ('fma(x, x, x, packed="f16x2")', "sm_80", "fma.rn.f16x2 "),
+    ('fma(x, x, 0, packed="bf16x2")', "sm_80", "fma.rn.bf16x2 "),
+    ('abs(x, packed="bf16x2")', "sm_80", "abs.bf16x2 "),
+])
+def test_packed_half_pairs(call, target, opcode):
+    src = f"kernel k(X: u32[{N}], Y: u32[{N}]):\n    cta_id([1])\n    t = thread_id([{N}])\n    x = X[t]\n    Y[t] = {call}\n"
+    ptx, _ = build(src, target)
+    assert opcode in ptx
+
+
+@pytest.mark.parametrize("call, target, message", [
+    ('exp2(x, packed="f16x2")', "sm_80", r"f16x2 exp2 exists only as ex2.approx.f16x2: write approx=True"),
+    ('exp2(x, approx=True, packed="bf16x2")', "sm_80", r"ex2.approx.ftz.bf16x2 needs sm_90a or newer"),
+    ('fma(f, f, f, packed="f16x2")', "sm_80", r"takes u32 words of two halves \(pack_f16x2\), got a f32"),
+    ('sin(x, packed="f16x2")', "sm_80", "sin has no parameter 'packed'"),
+])
+def test_bad_packed_calls_are_located(call, target, message):
+    src = (f"kernel k(X: u32[{N}], Y: u32[{N}], F: f32[{N}]):\n    cta_id([1])\n    t = thread_id([{N}])\n"
+           f"    x = X[t]\n    f = F[t]\n    Y[t] = {call}\n")
+    with pytest.raises(TilecError, match=message) as err:
+        build(src, target)
+    assert err.value.span.line == 6
+
+
 def test_every_math_function_is_documented():
     doc = open("docs/language.md").read()
     for f in MATH:

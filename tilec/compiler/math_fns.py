@@ -48,6 +48,21 @@ MATH: Dict[str, MathFn] = {r.name: r for r in _ROWS}
 
 FLOATS: FrozenSet[str] = frozenset({"f16", "bf16", "f32", "f64"})
 
+PACKED = {
+    ("exp2", "f16x2"): ("ex2.approx.f16x2", "sm_80", True),
+    ("exp2", "bf16x2"): ("ex2.approx.ftz.bf16x2", "sm_90a", True),
+    ("tanh", "f16x2"): ("tanh.approx.f16x2", "sm_80", True),
+    ("tanh", "bf16x2"): ("tanh.approx.bf16x2", "sm_90a", True),
+    ("fma", "f16x2"): ("fma.rn.f16x2", "sm_80", False),
+    ("fma", "bf16x2"): ("fma.rn.bf16x2", "sm_80", False),
+    ("abs", "f16x2"): ("abs.f16x2", "sm_80", False),
+    ("abs", "bf16x2"): ("abs.bf16x2", "sm_80", False),
+}
+"""`packed="f16x2"|"bf16x2"`: (the instruction, the oldest target that has
+it, whether it exists only as an approximation).  The operands and result
+are u32 words of two halves (`pack_f16x2`), low half first; PTX has no
+other packed math, so these forms do not fall back."""
+
 
 def result_type(fn: MathFn, operand_type: str, span) -> str:
     """The type `fn` computes in for operands promoted to `operand_type`, or

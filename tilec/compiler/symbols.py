@@ -458,6 +458,15 @@ class _TypeOf:
         return t
 
     def math(self, fn, e: ir.Call) -> str:
+        row = BUILTINS[e.func]
+        bound = row.signature.bind(e.func, e.args, e.kwargs, e.span)
+        if bound.get("packed") is not None:
+            for p in row.signature.params:
+                x = bound[p.name]
+                if p.kind == "expr" and not isinstance(x, ir.Int) and self.of(x) not in ("u32", "i32"):
+                    raise TilecError(f"{e.func}(packed=...) takes u32 words of two halves (pack_f16x2), "
+                                     f"got a {self.of(x)}", x.span or e.span)
+            return "u32"
         return math_result_type(fn, self.math_operand_type(e), e.span)
 
 

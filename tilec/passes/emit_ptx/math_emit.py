@@ -17,7 +17,7 @@ from __future__ import annotations
 from tilec.compiler import ir
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.math_fns import MATH
+from tilec.compiler.math_fns import MATH, PACKED
 from tilec.passes.emit_ptx.registers import Operand, immediate
 
 _LOG2E = "0f3FB8AA3B"
@@ -50,8 +50,11 @@ class MathCalls:
         fn = MATH[e.func]
         row = BUILTINS[e.func]
         bound = row.signature.bind(e.func, e.args, e.kwargs, e.span)
-        approx = row.signature.literals(e.func, bound, e.span).get("approx", False)
+        lits = row.signature.literals(e.func, bound, e.span)
+        approx = lits.get("approx", False)
         ops = [self.reg(self.value(bound[p.name], t)) for p in row.signature.params if p.kind == "expr"]
+        if lits.get("packed") is not None:
+            return self._packed(fn.name, lits["packed"], approx, ops, e.span)
         if t in _HALF:
             native = _NATIVE_16.get((fn.name, t, approx))
             if native is not None and self.target.at_least(native[1]):
@@ -139,6 +142,14 @@ class MathCalls:
         mag = self.regs.temp("f32")
         self.line(f"selp.f32 {mag}, {small}, {big}, {is_small};")
         return self._op("copysign.f32", "f32", x, mag)
+
+    def _packed(self, f: str, kind: str, approx: bool, ops, span) -> Operand:
+        opcode, oldest, approx_only = PACKED[f, kind]  # the signatures offer `packed` only where it exists
+        if approx_only and not approx:
+            raise TilecError(f"{kind} {f} exists only as {opcode}: write approx=True", span)
+        if not self.target.at_least(oldest):
+            raise TilecError(f"{opcode} needs {oldest} or newer (target is {self.target.name})", span)
+        return self._op(opcode, "u32", *ops)
 
     # ---- f64 and integers -------------------------------------------------
 
