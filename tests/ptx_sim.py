@@ -322,6 +322,12 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
     if name == "cvt":
         _convert(parts, ops, regs, num)
         return
+    if name == "bfe":  # bfe.{u32,s32} d, a, pos, len: bits pos..pos+len-1, zero- or sign-extended
+        field = (num(ops[1], "u" + parts[-1][1:]) >> val(ops[2])) & ((1 << val(ops[3])) - 1)
+        if parts[-1].startswith("s") and field >> (val(ops[3]) - 1):
+            field -= 1 << val(ops[3])
+        put(ops[0], field)
+        return
     if name == "mad":  # mad.wide.s32 / mad.lo
         tt = parts[-1]
         r = num(ops[1], tt) * num(ops[2], tt) + num(ops[3], "s64" if parts[1] == "wide" else tt)
@@ -393,10 +399,11 @@ def _convert(parts, ops, regs, num):
             rnd = "rn"
         regs[ops[0]] = _from_float(x, dst, rnd)
         return
-    if src.startswith(("f", "bf")):
-        x = _INT_ROUNDING[rnd](x)
-        x = int(x)
     bits = _WIDTH[dst]
+    if src.startswith(("f", "bf")):  # float to integer clamps to the destination's range [PTX cvt]
+        x = _INT_ROUNDING[rnd](x)
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if dst.startswith("s") else (0, (1 << bits) - 1)
+        x = 0 if x != x else int(min(max(x, lo), hi))
     regs[ops[0]] = _mask(int(x), bits)
 
 

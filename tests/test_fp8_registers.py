@@ -105,3 +105,41 @@ def test_conversions_match_torch():
     assert torch.equal(out["W"], (v.float() * 2).to(torch.float8_e5m2).view(torch.uint8))
     assert torch.equal(Z, v.to(torch.bfloat16))
     assert np.isfinite(Y.cpu().numpy()).all()
+
+
+# 8- and 16-bit integers as scalars: convert / reinterpret to i8, u8, i16,
+# u16 give the i32 / u32 value an element of that dtype reads as.
+NARROW = """
+target sm_90a
+kernel k(X: f32[8], H: f16[8], Q: e4m3[8], V: i64[8], A: u32[8], B: i32[8], C: u32[8], D: i32[8], E: u32[8]):
+    cta_id([1])
+    t = thread_id([8])
+    A[t] = convert(X[t], u16)
+    B[t] = convert(X[t], i8, rounding="rn")
+    C[t] = reinterpret(H[t], u16)
+    D[t] = convert(V[t], i16)
+    E[t] = reinterpret(Q[t], u8) + convert(reinterpret(Q[t], i8), u32) * 0
+"""
+
+
+def test_narrow_integers_in_the_simulator():
+    from emit_util import run
+
+    X = np.array([1.7, -1.7, 70000.0, -5.0, 127.6, -200.0, 65535.0, 0.4], np.float32)
+    H = np.array([1.0, -2.0, 0.5, 65504.0, 0.0, -0.0, 3.0, 1e-3], np.float16)
+    Q = np.arange(8, dtype=np.uint8) * 37
+    V = np.array([2**40 + 5, -1, 32768, -32769, 65535, 7, -7, 2**15 - 1], np.int64)
+    out = {n: np.zeros(8, np.uint32 if n in "ACE" else np.int32) for n in "ABCDE"}
+    run(NARROW, dict(X=X, H=H, Q=Q, V=V, **out))
+    assert out["A"].tolist() == [1, 0, 65535, 0, 127, 0, 65535, 0]  # toward zero, saturated
+    assert out["B"].tolist() == [2, -2, 127, -5, 127, -128, 127, 0]  # to nearest, saturated
+    assert out["C"].tolist() == H.view(np.uint16).tolist()
+    assert out["D"].tolist() == V.astype(np.int16).tolist()  # the low 16 bits, sign-extended
+    assert out["E"].tolist() == Q.tolist()
+
+
+def test_narrow_integer_refusals():
+    with pytest.raises(TilecError, match="reinterpret: f32 and u16 differ in width"):
+        build(NARROW.replace("convert(X[t], u16)", "reinterpret(X[t], u16)"))
+    with pytest.raises(TilecError, match="converting i64 to i16 is exact and takes no rounding"):
+        build(NARROW.replace("convert(V[t], i16)", 'convert(V[t], i16, rounding="rz")'))

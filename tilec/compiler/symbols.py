@@ -39,6 +39,7 @@ from tilec.compiler.targets import Target
 from tilec.compiler.value_types import (
     FLOAT_TYPES,
     FP8_TYPES,
+    NARROW_INT_TYPES,
     POINTER_TYPES,
     VALUE_TYPES,
     assignable,
@@ -401,19 +402,22 @@ class _TypeOf:
             bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
             t = builtins.literal(f, BUILTINS[f].signature.params[1], bound["dtype"], e.span)
             src = self.of(bound["x"])
-            if t not in VALUE_TYPES or t == "bool":
+            narrow = t in NARROW_INT_TYPES
+            if (t not in VALUE_TYPES and not narrow) or t == "bool":
                 raise TilecError(f"{f}: cannot produce a {t} scalar", bound["dtype"].span or e.span)
             if f == "reinterpret" and type_bits(src) != type_bits(t):
                 raise TilecError(f"reinterpret: {src} and {t} differ in width", e.span)
             if f == "convert" and src == "bool":
                 raise TilecError("convert: use 'a if cond else b' to turn a bool into a number", e.span)
+            if src in FP8_TYPES and f == "reinterpret" and narrow:
+                return value_type_of_dtype(t)  # its bits: a u8 or i8 value
             if (src in FP8_TYPES or t in FP8_TYPES) and src != t:
                 other = t if src in FP8_TYPES else src
                 if f == "reinterpret" or other not in ("f16", "bf16", "f32") + FP8_TYPES:
                     fp8 = src if src in FP8_TYPES else t
                     raise TilecError(f"{f}: {fp8} converts only to and from f16, bf16, f32 and the other 8-bit "
                                      f"float, not {other}", e.span)
-            return t
+            return value_type_of_dtype(t) if narrow else t
         if f in ("pack_f16x2", "pack_bf16x2"):
             bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
             for p in ("lo", "hi"):

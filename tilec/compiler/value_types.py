@@ -19,6 +19,10 @@ they are read, written, assigned and converted (`convert`, to and from f16,
 bf16 and f32), but take no arithmetic: the hardware has none for them
 outside the tensor core."""
 VALUE_TYPES = frozenset(INT_TYPES + FLOAT_TYPES + FP8_TYPES + ("bool",) + tuple(POINTER_TYPES))
+NARROW_INT_TYPES = ("i8", "u8", "i16", "u16")
+"""Integers narrower than a register: elements of these dtypes are read as
+i32 / u32 (C's promotion), and `convert(x, u16)` / `reinterpret(h, u16)`
+produce an i32 / u32 holding exactly the 8- or 16-bit value."""
 
 
 def type_bits(t: str) -> int:

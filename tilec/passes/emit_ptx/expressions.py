@@ -18,7 +18,7 @@ from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.math_fns import MATH
-from tilec.compiler.value_types import FP8_TYPES, POINTER_TYPES, is_float, is_int, is_signed
+from tilec.compiler.value_types import FP8_TYPES, NARROW_INT_TYPES, POINTER_TYPES, is_float, is_int, is_signed
 from tilec.passes.emit_ptx.registers import Operand, bit_type, immediate, ptx_type, width
 
 _SETP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
@@ -348,11 +348,15 @@ class Expressions:
                 r = self._binop(f"{f}.f32", self.convert(a, "f32"), self.convert(b, "f32"), "f32")
                 return self.convert(r, t, "rn")
             return self._binop(f"{f}.{ptx_type(t)}", a, b, t)
-        if f == "convert":
+        if f in ("convert", "reinterpret"):
             lits = row.signature.literals(f, bound, e.span)
-            return self.convert(self.value(bound["x"]), t, lits["rounding"], e.span, explicit=True)
-        if f == "reinterpret":
-            return self.reinterpret(self.value(bound["x"]), t)
+            narrow = lits["dtype"] if lits["dtype"] in NARROW_INT_TYPES else None
+            x = self.value(bound["x"])
+            if narrow is not None:
+                return self._narrow(x, narrow, lits.get("rounding"), f == "reinterpret", e.span)
+            if f == "convert":
+                return self.convert(x, t, lits["rounding"], e.span, explicit=True)
+            return self.reinterpret(x, t)
         if f in ("pack_f16x2", "pack_bf16x2"):
             lits = row.signature.literals(f, bound, e.span)
             lo, hi = self.value(bound["lo"], "f32"), self.value(bound["hi"], "f32")
@@ -365,6 +369,32 @@ class Expressions:
         raise AssertionError(f)
 
     # ---- conversions ----------------------------------------------------
+
+    def _narrow(self, a: Operand, dtype: str, rounding: Optional[str], bits_of: bool, span) -> Operand:
+        """An 8- or 16-bit integer value, widened to i32 / u32 as elements of
+        that dtype read: a float rounds (toward zero by default) and
+        saturates to the dtype's range (`cvt.rzi.u16.f32`), an integer
+        keeps its low bits, sign- or zero-extended (`bfe`); with `bits_of`
+        (reinterpret) a 16- or 8-bit float's own bits."""
+        signed = dtype.startswith("i")
+        bits = 8 if dtype.endswith("8") else 16
+        wide = "i32" if signed else "u32"
+        a = self.reg(a)
+        d = self.regs.temp(wide)
+        kind = f"{'s' if signed else 'u'}{bits}"
+        if bits_of:  # a 16-bit register holding the float's bits
+            self.line(f"cvt.u32.u16 {d}, {a};")
+            self.line(f"bfe.{'s' if signed else 'u'}32 {d}, {d}, 0, {bits};")
+        elif is_float(a.type) or a.type in FP8_TYPES:
+            src = a if is_float(a.type) else self.convert(a, "f32", None, span)
+            h = self.regs.temp("f16")  # a 16-bit register
+            self.line(f"cvt.{_ROUND_INT[rounding or 'rz']}.{kind}.{ptx_type(src.type)} {h}, {src};")
+            self.line(f"cvt.{'s' if signed else 'u'}32.{kind} {d}, {h};")
+        else:
+            if rounding is not None:
+                raise TilecError(f"converting {a.type} to {dtype} is exact and takes no rounding", span)
+            self.line(f"bfe.{'s' if signed else 'u'}32 {d}, {self.reg(self.convert(a, wide, None, span))}, 0, {bits};")
+        return d
 
     def reinterpret(self, a: Operand, t: str) -> Operand:
         if _reg_class(a.type) == _reg_class(t):
