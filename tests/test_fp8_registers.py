@@ -122,20 +122,40 @@ kernel k(X: f32[8], H: f16[8], Q: e4m3[8], V: i64[8], A: u32[8], B: i32[8], C: u
 """
 
 
-def test_narrow_integers_in_the_simulator():
-    from emit_util import run
-
+def narrow_case():
     X = np.array([1.7, -1.7, 70000.0, -5.0, 127.6, -200.0, 65535.0, 0.4], np.float32)
     H = np.array([1.0, -2.0, 0.5, 65504.0, 0.0, -0.0, 3.0, 1e-3], np.float16)
     Q = np.arange(8, dtype=np.uint8) * 37
     V = np.array([2**40 + 5, -1, 32768, -32769, 65535, 7, -7, 2**15 - 1], np.int64)
     out = {n: np.zeros(8, np.uint32 if n in "ACE" else np.int32) for n in "ABCDE"}
-    run(NARROW, dict(X=X, H=H, Q=Q, V=V, **out))
+    return dict(X=X, H=H, Q=Q, V=V, **out)
+
+
+def check_narrow(args):
+    out, H, Q, V = args, args["H"], args["Q"], args["V"]
     assert out["A"].tolist() == [1, 0, 65535, 0, 127, 0, 65535, 0]  # toward zero, saturated
     assert out["B"].tolist() == [2, -2, 127, -5, 127, -128, 127, 0]  # to nearest, saturated
     assert out["C"].tolist() == H.view(np.uint16).tolist()
     assert out["D"].tolist() == V.astype(np.int16).tolist()  # the low 16 bits, sign-extended
     assert out["E"].tolist() == Q.tolist()
+
+
+def test_narrow_integers_in_the_simulator():
+    from emit_util import run
+
+    args = narrow_case()
+    run(NARROW, args)
+    check_narrow(args)
+
+
+@pytest.mark.gpu
+def test_narrow_integers_on_the_gpu():
+    from tilec.runtime.module import CompiledModule
+
+    r = build(NARROW)
+    args = narrow_case()
+    CompiledModule(r.ptx, r.meta, "sm_90a").kernel()(*args.values())
+    check_narrow(args)
 
 
 def test_narrow_integer_refusals():
