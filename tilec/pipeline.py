@@ -15,6 +15,7 @@ from tilec.compiler import ir, targets
 from tilec.compiler.passmanager import Options, PassContext, PassManager
 from tilec.compiler.verifier import verify
 from tilec.passes.check_asserts import CheckAsserts
+from tilec.passes.check_protocol import CheckProtocol
 from tilec.passes.canonicalize_layouts import CanonicalizeLayouts
 from tilec.passes.dispatch.lower_calls import Dispatch
 from tilec.passes.emit_ptx import EmitPTX
@@ -35,6 +36,7 @@ def default_passes() -> list:
         CheckAsserts(),
         LowerScheduler(),
         FoldConstants(),
+        CheckProtocol(),
         CanonicalizeLayouts(),
         InferScope(),
         PlanSmem(),
