@@ -3,8 +3,8 @@ compile silently and then hang or compute garbage on the GPU, reported at
 the source where they can be proven.
 
 It reads the program as the user wrote it, once consts, metas and helpers
-are substituted and constants folded (before tile primitives are lowered),
-and changes nothing.  Each check has a name; `# tilec: allow(NAME)` (or
+are substituted and constants folded (right after `canonicalize-layouts`,
+before tile primitives are lowered), and changes nothing.  Each check has a name; `# tilec: allow(NAME)` (or
 `allow(NAME1, NAME2)`) on the reported line silences it there.  The checks
 (docs/language.md, "Protocol checks", has an example of each):
 
