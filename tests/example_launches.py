@@ -52,6 +52,9 @@ SMALL = {
     "hopper/fp8_gemm.tile": {"M": 256, "N": 256, "K": 400, "SM_COUNT": 1},
     "hopper/fp8_gemm_blockscaled.tile": {"M": 256, "N": 256, "K": 384, "SM_COUNT": 1},
     "hopper/hgemm_v7_mn.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
+    # rows over several warps (the smem reduce), and W over RPC rows per CTA
+    "softmax.tile": {"ROWS": 4, "N": 2048, "THREADS": 128},
+    "rmsnorm.tile": {"ROWS": 4, "N": 1024, "THREADS": 64, "RPC": 2},
 }
 
 # the runtime extents of examples that leave some open (ragged on purpose)

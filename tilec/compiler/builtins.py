@@ -292,7 +292,7 @@ PREDEFINED = {
 }
 """Names every program can use, with their integer values."""
 
-TILE_PRIMITIVES = frozenset({"copy", "copy_async", "gemm", "gemm_async", "cast", "fill"})
+TILE_PRIMITIVES = frozenset({"copy", "copy_async", "gemm", "gemm_async", "cast", "fill", "reduce", "map"})
 TILE_SCOPES = frozenset({"cta", "wg", "warp", "thread"})
 """Tile primitives are lowered by dispatch; their signatures live with their
 variants.  A call `wg.copy` is the primitive `copy` at warpgroup scope."""
@@ -389,6 +389,8 @@ _TABLE = [
          "emitter proves both from the layouts and indices or reports an error."),
     _row("tile_to", "layout: layout, shape: shape, atom_shape: shape", "compile-time", "layout",
          "Repeats a layout over a larger shape (layout algebra)."),
+    _row("reduce_layout", "layout: layout, shape: shape, axes: shape", "compile-time", "layout",
+         "The register layout of `reduce`'s result over `axes` (those dims kept with extent 1)."),
     _row("mma_shared_layout", "dtype: dtype, mode: int(0|1|2|3), shape: shape", "compile-time",
          "layout", "The swizzled shared layout tensor-core operands expect."),
     _row("tma_shared_layout", "dtype: dtype, mode: int(0|1|2|3), shape: shape", "compile-time",

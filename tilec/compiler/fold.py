@@ -214,6 +214,7 @@ _LAYOUT_CONSTRUCTORS = {
     "mma_shared_layout": lambda v: shared_layouts.mma_shared_layout(v["dtype"], v["mode"], v["shape"]),
     "tma_shared_layout": lambda v: shared_layouts.tma_shared_layout(v["dtype"], v["mode"], v["shape"]),
     "tile_to": lambda v: layout_shape.tile_to(to_layout(v["layout"]), v["shape"], v["atom_shape"]),
+    "reduce_layout": lambda v: layout_shape.reduce_dims(to_layout(v["layout"]), v["shape"], v["axes"]),
 }
 
 

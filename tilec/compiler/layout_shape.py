@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 
 import attrs
 
-from tilec.compiler.layout_axes import in_hierarchy
+from tilec.compiler.layout_axes import in_hierarchy, is_thread
 from tilec.compiler.layout import (
     Iter,
     LayoutError,
@@ -32,7 +32,7 @@ from tilec.compiler.layout import (
 
 __all__ = [
     "Grouped", "group", "flatten", "slice_region", "tile", "tile_to", "is_tile_inner",
-    "is_tile_outer", "permute_by_groups", "permute_dims",
+    "is_tile_outer", "permute_by_groups", "permute_dims", "reduce_dims",
 ]
 
 
@@ -419,3 +419,42 @@ def permute_dims(layout: TileLayout, shape: Sequence[int], perm: Sequence[int]) 
     c[k]: a transposed view of the same storage."""
     grouped = group(layout, shape)
     return permute_by_groups(grouped.layout, grouped.seps, perm)
+
+
+def reduce_dims(layout: TileLayout, shape: Sequence[int], axes: Sequence[int]) -> TileLayout:
+    """The layout of a register buffer holding the reduction of `layout`
+    (over `shape`) along dims `axes`: the same shape with those dims of
+    extent 1, each kept element held by every thread that held a piece of
+    its row.
+
+    That is what a reduction leaves behind: the threads that shared a row
+    (the reduced dims' thread iterators) all end with its result, so their
+    iterators become replicas; the reduced dims' registers go, and the kept
+    registers are renumbered compactly in their old order.  For the wgmma
+    accumulator `S[(4, 2, 8, 8, 4, 2) : (32@tid_in_wg, 2, 4@tid_in_wg, 4,
+    1@tid_in_wg, 1)]` over (64, 64), reducing dim 1 gives `S[(4, 2, 8) :
+    (32@tid_in_wg, 1, 4@tid_in_wg)] + R[4 : 1@tid_in_wg]` over (64, 1): two
+    row values per thread, the same in the four lanes of a quad."""
+    shape = _shape(shape, "a shape")
+    axes = tuple(axes)
+    if not axes or len(set(axes)) != len(axes) or not all(type(a) is int and 0 <= a < len(shape) for a in axes):
+        raise LayoutError(f"the reduced axes {axes} must be distinct dims of shape {shape}")
+    if layout.swizzle is not None or any(it.axis == "m" for it in layout.replica):
+        raise LayoutError(f"cannot reduce {layout}: a register layout has no swizzle and no replica on m")
+    grouped = group(layout, shape)
+    shard, replica = [], list(layout.replica)
+    for d in range(len(shape)):
+        for it in grouped.dim(d):
+            if it.axis != "m" and not is_thread(it.axis):
+                raise LayoutError(f"cannot reduce {layout}: iterator {it} is on {it.axis}, not on registers or threads")
+            if d not in axes:
+                shard.append(it)
+            elif is_thread(it.axis) and it.extent > 1:
+                replica.append(it)
+    registers = sorted((it.stride, i) for i, it in enumerate(shard) if it.axis == "m")
+    stride = 1
+    for _, i in registers:
+        shard[i] = Iter(shard[i].extent, stride)
+        stride *= shard[i].extent
+    offset = [(n, v) for n, v in layout.offset if n != "m"]
+    return TileLayout(shard or [Iter(1, 1)], replica, offset)

@@ -56,6 +56,10 @@ SIGNATURES = {
         "D: expr, A: expr, B: expr, C: expr = None, *, transpose_A: bool = False, "
         "transpose_B: bool = False, alpha: expr = None, beta: expr = None"
     ),
+    "reduce": Signature.parse(
+        "dst: expr, src: expr, *, op: str(sum|max|min), axes: shape, accum: bool = False, scratch: expr = None"
+    ),
+    "map": Signature.parse("dst: expr, value: expr"),
 }
 
 
@@ -422,13 +426,16 @@ class Storage:
     slot, that coordinate plus its `terms`.  `used[axis]` is how many
     positions of each base thread axis hold elements (the others hold none);
     `scope` the scope whose threads share the buffer ("thread" when the
-    layout names no thread axis)."""
+    layout names no thread axis); `copies` the replica iterators on thread
+    axes (`storage(..., replicated=True)`): threads that differ only in
+    those digits hold the same elements."""
 
     buffer: Buffer
     slots: tuple
     terms: tuple
     used: tuple  # (axis, positions) pairs
     scope: str
+    copies: tuple = ()  # of Term (dim -1)
 
     @property
     def size(self) -> int:
@@ -462,6 +469,14 @@ class Storage:
             shift[t.dim] = add(shift[t.dim], mul(digit, t.inner))
         return tuple(shift)
 
+    def first_copy(self, axis_exprs: Dict[str, ir.Expr]) -> Optional[ir.Expr]:
+        """The condition under which the running thread holds the first copy
+        of its elements (every replica digit 0), or None without replicas:
+        the one thread of each group of copies that writes them out."""
+        return conj([
+            ir.Binary("==", mod(floordiv(axis_exprs[c.axis], c.stride), c.extent), ir.Int(0)) for c in self.copies
+        ])
+
     def guard(self, threads: "Threads", axis_exprs: Dict[str, ir.Expr]) -> Optional[ir.Expr]:
         """The condition under which the running thread holds elements, or
         None when every thread of the scope does."""
@@ -473,12 +488,16 @@ class Storage:
         return conj(conds)
 
 
-def storage(buf: Buffer, threads: Threads) -> Storage:
+def storage(buf: Buffer, threads: Threads, replicated: bool = False) -> Storage:
     """The thread's view of register buffer `buf`; `Decline` when its layout
     is not one a synchronous lowering can address (replicas, threads that
-    share an element, thread positions that do not decode)."""
+    share an element, thread positions that do not decode).  `replicated`
+    admits replicas on thread axes (`reduce_layout`'s row values, held by
+    every lane of a quad): those threads hold the same elements, and only
+    reading operations (or a reduction, which leaves them all equal) may
+    accept such a buffer."""
     layout = buf.tile_layout
-    if layout.replica:
+    if layout.replica and not (replicated and all(in_hierarchy(it.axis) for it in layout.replica)):
         raise Decline(f"register buffer '{buf.name}' has replica axes ({layout})")
     try:
         split = split_thread_axes(layout)
@@ -500,9 +519,10 @@ def storage(buf: Buffer, threads: Threads) -> Storage:
                 else:
                     mem.append((it.stride, it.extent, d, inner))
             inner *= it.extent
-    used, axes = [], sorted({t.axis for t in terms}, key=LEVEL_OF_AXIS.__getitem__)
+    copies = [Term(it.axis, it.stride, it.extent, -1, 0) for it in split.replica if it.extent > 1]
+    used, axes = [], sorted({t.axis for t in terms + copies}, key=LEVEL_OF_AXIS.__getitem__)
     for axis in axes:
-        its = sorted((t for t in terms if t.axis == axis), key=lambda t: t.stride)
+        its = sorted((t for t in terms + copies if t.axis == axis), key=lambda t: t.stride)
         unit = 1
         for t in its:
             if t.stride != unit:
@@ -540,7 +560,7 @@ def storage(buf: Buffer, threads: Threads) -> Storage:
         if slots[m] is not None:
             raise Decline(f"register buffer '{buf.name}' keeps two elements in one register ({layout})")
         slots[m] = tuple(coord)
-    return Storage(buf, tuple(slots), tuple(terms), tuple(used), scope)
+    return Storage(buf, tuple(slots), tuple(terms), tuple(used), scope, tuple(copies))
 
 
 def axis_exprs(st: Storage, threads: Threads) -> Dict[str, ir.Expr]:
@@ -622,6 +642,20 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
         index = tuple(add(ir.Int(b), shift[d]) for b, d in zip(base, reg.dims))
         out.append(Held(s, c, index, base))
     return out
+
+
+def follows(follower: Storage, leader: Storage, project) -> bool:
+    """Whether every thread holding elements of `leader` holds, in
+    `follower`, the elements it needs, moved as its leader elements move:
+    for each thread position, `follower`'s shift is `project(leader's
+    shift)`.  With thread 0's correspondence (checked by the caller, slot
+    by slot) that makes one register name right in every thread."""
+    for p in leader.positions():
+        if not all(p.get(axis, 0) < n for axis, n in follower.used):
+            return False
+        if follower.thread_offset(p) != tuple(project(leader.thread_offset(p))):
+            return False
+    return True
 
 
 def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
@@ -767,13 +801,13 @@ def guarded(cond: Optional[ir.Expr], stmts: list) -> list:
 def same_shape(a: Region, b: Region, verb: str, span=None) -> None:
     if a.shape != b.shape:
         raise TilecError(
-            f"{verb}: '{print_expr(a.expr)}' is {_shape_text(a.shape)} but '{print_expr(b.expr)}' is "
-            f"{_shape_text(b.shape)} (extents of 1 aside)",
+            f"{verb}: '{print_expr(a.expr)}' is {shape_text(a.shape)} but '{print_expr(b.expr)}' is "
+            f"{shape_text(b.shape)} (extents of 1 aside)",
             span,
         )
 
 
-def _shape_text(shape) -> str:
+def shape_text(shape) -> str:
     return "x".join(map(str, shape)) if shape else "one element"
 
 

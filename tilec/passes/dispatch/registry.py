@@ -100,7 +100,10 @@ class Variant:
     def attempt(self, op: TileOp, ctx: DispatchContext):
         """The statements, or the string saying why this variant did not apply."""
         for pred in self.when:
-            ok, reason = pred.check(op, ctx)
+            try:
+                ok, reason = pred.check(op, ctx)
+            except Decline as d:  # a predicate built on an analysis that declines
+                ok, reason = False, d.reason
             if not ok:
                 return f"rejected by {pred.name}" + (f": {reason}" if reason else "")
         try:

@@ -29,6 +29,7 @@ from tilec.passes.dispatch.operands import (
     assign,
     axis_exprs,
     check_scope,
+    conj,
     copy_vec,
     guarded,
     held_elements,
@@ -90,7 +91,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region) -> list:
         raise Decline(f"'{reg.name}' has {reg.dtype} elements, which registers do not hold one by one")
     scope = scope_of(op)
     threads = Threads(ctx.symbols)
-    st = storage(reg.buffer, threads)
+    st = storage(reg.buffer, threads, replicated=True)  # replicas load alike; one of them stores
     check_scope(st, scope, threads, "register buffer")
     if st.scope == "thread" and not to_registers and threads.size(scope) > 1:
         raise Decline(
@@ -122,7 +123,8 @@ def registers_and_memory(op, ctx, dst: Region, src: Region) -> list:
             stmts.append(copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v))
         else:
             stmts.append(assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem))
-    return guarded(st.guard(threads, axes), roll(ctx, stmts))
+    writer = None if to_registers else st.first_copy(axes)
+    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts))
 
 
 def _register_run(by_slot, first, w: int, done) -> bool:

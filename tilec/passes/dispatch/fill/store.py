@@ -78,7 +78,7 @@ def lower(op, ctx):
     threads = Threads(ctx.symbols)
     scope = scope_of(op)
     if dst.is_local:
-        st = storage(dst.buffer, threads)
+        st = storage(dst.buffer, threads, replicated=True)  # each copy is set alike
         check_scope(st, scope, threads, "register buffer")
         axes = axis_exprs(st, threads)
         stmts = [assign(register_element(dst.buffer, h.coord), value) for h in held_elements(dst, st, axes)]

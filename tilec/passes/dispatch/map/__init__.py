@@ -1,0 +1,1 @@
+"""Variants of `map`: computing a register tile element by element, with broadcasting."""

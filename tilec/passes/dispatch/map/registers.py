@@ -1,0 +1,186 @@
+"""map -> one assignment per register element ("registers").
+
+    map(S[:, :], exp2(S[:, :] * scale - m[:, :]))
+
+evaluates the expression once for every element the running thread holds
+of the destination, a register buffer: buffer operands inside it stand for
+their element at the same index, broadcast numpy style (extents aligned
+from the last dim; an extent of 1 repeats), so `m` of shape (64, 1) is a
+per-row value and `w` of shape (N,) a per-column one.
+
+A register operand must be held, in every thread, where that thread's
+destination elements are: checked for thread 0 element by element (the
+register it reads is named by thread 0's coordinate, the same register in
+every thread) and for every other thread by how its elements move with its
+position, as `cast` checks its two sides.  A row statistic in
+`reduce_layout(...)` of the tile it came from fits.  A shared- or
+global-memory operand is read at the element's index, each thread reading
+what it needs.  The value is converted to the destination's dtype (round
+to nearest) when it is of another type.
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+from tilec.compiler import ir, visit
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.printer import print_expr
+from tilec.compiler.symbols import assignable, value_type_of_dtype
+from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
+from tilec.passes.dispatch.operands import (
+    Region,
+    Threads,
+    add,
+    assign,
+    axis_exprs,
+    bind,
+    follows,
+    guarded,
+    held_elements,
+    narrowing_guard,
+    region,
+    register_element,
+    roll,
+    scalar_elements,
+    storage,
+)
+
+
+def _destination(op, ctx) -> Region:
+    return region(bind(op)["dst"], ctx.symbols, "the destination of map")
+
+
+def _registers(op, ctx):
+    dst = _destination(op, ctx)
+    if not dst.is_local:
+        return False, f"map computes register (local) tiles; '{dst.name}' is in {dst.scope}"
+    if not scalar_elements(dst.dtype):
+        return False, f"'{dst.name}' has {dst.dtype} elements, which are not scalar values"
+    return True
+
+
+def _whole_tile(op, ctx):
+    """Every thread sharing the destination runs the call, so no thread's
+    elements are left behind."""
+    st = storage(_destination(op, ctx).buffer, Threads(ctx.symbols), replicated=True)
+    g = narrowing_guard(op, ctx, st.scope)
+    if g is not None:
+        return False, f"'{_destination(op, ctx).name}' is spread over a {st.scope} but the call runs under '{print_expr(g)}'"
+    return True
+
+
+def _operands(value: ir.Expr, syms) -> List[ir.Expr]:
+    """The buffer references in `value` (a name or a region), outermost."""
+    out = []
+
+    def visit_expr(e):
+        base = e.base if isinstance(e, ir.Index) else e
+        if isinstance(base, ir.Name) and base.id in syms.buffers:
+            out.append(e)
+            return
+        if isinstance(e, ir.Method):
+            return
+        for child in visit.children(e):
+            visit_expr(child)
+
+    visit_expr(value)
+    return out
+
+
+def _aligned(dst: Region, src: Region, span) -> list:
+    """For each dim of `src`, the destination dim it broadcasts along (None
+    for an extent of 1), numpy style; an error when the extents disagree."""
+    lead = len(src.extents) - len(dst.extents)
+    out = []
+    for j, e in enumerate(src.extents):
+        i = j - lead
+        if e == 1:
+            out.append(None)
+        elif i >= 0 and dst.extents[i] == e:
+            out.append(i)
+        else:
+            raise TilecError(
+                f"map: '{print_expr(src.expr)}' (extents {src.extents}) does not broadcast to "
+                f"'{print_expr(dst.expr)}' (extents {dst.extents}): aligned from the last dim, each "
+                "extent must equal the destination's or be 1",
+                src.expr.span or span,
+            )
+    return out
+
+
+@register(
+    "map",
+    families=FAMILIES,
+    name="registers",
+    priority=10,
+    when=[predicate("registers", _registers), predicate("whole_tile", _whole_tile)],
+)
+def lower(op, ctx):
+    syms = ctx.symbols
+    value = bind(op)["value"]
+    dst = _destination(op, ctx)
+    threads = Threads(syms)
+    sd = storage(dst.buffer, threads, replicated=True)
+    held = held_elements(dst, sd, axis_exprs(sd, threads))
+    starts = dst.const_starts()
+    per_operand: Dict[int, list] = {}
+    for ref in _operands(value, syms):
+        src = region(ref, syms, "an operand of map")
+        dims = _aligned(dst, src, op.span)
+        if src.name == dst.name and src.expr != dst.expr and src.starts != dst.starts:
+            raise TilecError(f"map: '{print_expr(ref)}' overlaps the destination at another position", ref.span or op.span)
+        per_operand[id(ref)] = _elements(src, dims, dst, sd, held, starts, threads)
+    stmts = []
+    for k, h in enumerate(held):
+        elems = {key: values[k] for key, values in per_operand.items()}
+        computed = _substitute(value, elems)
+        want = value_type_of_dtype(dst.dtype)
+        if not assignable(syms.type_of(computed), want, computed):
+            computed = ir.Call("convert", (computed, ir.DTypeLit(want)))
+        stmts.append(assign(register_element(dst.buffer, h.coord), computed))
+    return guarded(sd.guard(threads, axis_exprs(sd, threads)), roll(ctx, stmts))
+
+
+def _substitute(value: ir.Expr, elems: Dict[int, ir.Expr]) -> ir.Expr:
+    if id(value) in elems:
+        return elems[id(value)]
+    if isinstance(value, ir.Method):
+        return value
+    return visit.map_children(value, lambda c: _substitute(c, elems))
+
+
+def _elements(src: Region, dims: list, dst: Region, sd, held, starts, threads) -> list:
+    """The element of `src` each held destination element reads."""
+    if src.is_local:
+        return _register_elements(src, dims, dst, sd, held, starts, threads)
+    if src.scope == "tmem":
+        raise Decline(f"'{src.name}' is in tensor memory; copy it to registers first")
+    out = []
+    for h in held:
+        index = [ir.Int(0)] * len(dst.extents)
+        for k, d in enumerate(dst.dims):
+            index[d] = h.index[k]
+        coord = tuple(s if i is None else add(s, index[i]) for s, i in zip(src.starts, dims))
+        out.append(ir.Index(ir.Name(src.name), coord))
+    return out
+
+
+def _register_elements(src: Region, dims: list, dst: Region, sd, held, starts, threads) -> list:
+    so = storage(src.buffer, threads, replicated=True)
+    sstarts = src.const_starts()
+    if sstarts is None:
+        raise Decline(f"the region of register buffer '{src.name}' must have compile-time bounds")
+    if not follows(so, sd, lambda shift: [0 if i is None else shift[i] for i in dims]):
+        raise Decline(
+            f"'{src.name}' is not held where '{dst.name}' is: some thread holds elements of "
+            f"'{dst.name}' without the elements of '{src.name}' they read (a register operand "
+            "cannot move between threads)"
+        )
+    slot_of = {c: s for s, c in enumerate(so.slots) if c is not None}
+    out = []
+    for h in held:
+        coord = tuple(s if i is None else s + h.coord[i] - starts[i] for s, i in zip(sstarts, dims))
+        if coord not in slot_of:
+            raise Decline(f"thread 0 holds {dst.name}{list(h.coord)} but not {src.name}{list(coord)}")
+        out.append(register_element(src.buffer, coord))
+    return out
