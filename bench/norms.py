@@ -3,7 +3,7 @@ examples/rmsnorm.tile) against torch.softmax, torch's rms_norm, a Triton
 row softmax and torch's device-to-device copy, in one run on the GPU.  A
 benchmark, not a test: it checks every kernel once, then prints a table.
 
-    python3 bench/norms.py [--shapes 8192x4096 4096x1024] [--threads 0] [--runs 100]
+    python3 bench/norms.py [--shapes 8192x4096 4096x1024] [--threads 256 128 64] [--rpc 1] [--runs 100]
 
 (tilec installed; else PYTHONPATH=. from the repo root; run from bench/.)
 Inputs are fresh random f16 [rows, N] (and an f16 weight of N); each
@@ -84,8 +84,8 @@ def check(name, y, want):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", nargs="+", default=["8192x4096", "4096x1024"])
-    parser.add_argument("--threads", type=int, nargs="+", default=[0])
-    parser.add_argument("--rpc", type=int, nargs="+", default=[1, 4], help="rows per CTA of rmsnorm")
+    parser.add_argument("--threads", type=int, nargs="+", default=[256, 128, 64])
+    parser.add_argument("--rpc", type=int, nargs="+", default=[1], help="rows per CTA of rmsnorm")
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
@@ -130,7 +130,7 @@ def main() -> None:
             torch.cuda.synchronize()
             check("tilec softmax", y, soft_want)
             gbs = report("tilec softmax", threads, su.get("registers", "?"), lambda: soft(x, y))
-            verdicts.append((shape, "softmax", threads, gbs / copy_gbs, su))
+            verdicts.append((shape, "tilec softmax", threads, gbs / copy_gbs, su))
             for rpc in args.rpc:
                 rms, ru = build("rmsnorm", rows, n, threads, RPC=rpc)
                 y.fill_(float("nan"))
@@ -140,10 +140,14 @@ def main() -> None:
                 label = f"tilec rmsnorm rpc={rpc}"
                 gbs = report(label, threads, ru.get("registers", "?"), lambda: rms(x, w, y), 2 * n)
                 verdicts.append((shape, label, threads, gbs / copy_gbs, ru))
+    best = {}
     for shape, name, threads, ratio, usage in verdicts:
-        spills = usage.get("spill_stores", "?") if usage else "?"
-        print(f"{shape} {name} threads={threads}: {ratio:.1%} of copy ({'met' if ratio >= GOAL else 'NOT met'}); "
-              f"spill stores {spills}")
+        kernel = (shape, name.split(" rpc=")[0])
+        if kernel not in best or ratio > best[kernel][0]:
+            best[kernel] = (ratio, name, threads, usage.get("spill_stores", "?") if usage else "?")
+    for (shape, _), (ratio, name, threads, spills) in best.items():
+        print(f"{shape} {name} threads={threads} (the best configuration): {ratio:.1%} of copy "
+              f"(goal {GOAL:.0%}: {'met' if ratio >= GOAL else 'NOT met'}); spill stores {spills}")
 
 
 if __name__ == "__main__":
