@@ -71,3 +71,13 @@ def test_limits_leave_room_for_real_kernels():
     compile_source(head + '    s = alloc((49152,), u8, scope="shared")\n    s[tx] = 1\n', "ok.tile")
     compile_source(head + '    s = alloc((232448,), u8, scope="shared.dyn")\n    s[tx] = 1\n', "ok.tile")
     compile_source(head + "    for i in unroll(1024):\n        A[0] = 1.0\n", "ok.tile")
+
+
+@pytest.mark.parametrize("index", ["16", "-1", "4611686018427387904"])
+def test_a_constant_element_index_outside_its_buffer_is_refused(index):
+    """A[2**62] on an f32 buffer used to store to A[0] (the byte offset
+    wrapped past 2**64); A[16] and A[-1] wrote past the buffer."""
+    text = f"kernel k(A: f32[16]):\n    tx = thread_id([32])\n    A[{index}] = A[15]\n"
+    with pytest.raises(TilecError) as info:
+        compile_source(text, "idx.tile")
+    assert info.value.span.line == 3 and "outside dimension 0 of 'A' (extent 16)" in info.value.message

@@ -51,6 +51,22 @@ def verify(module: ir.Module, target: Target) -> None:
         for node in visit.walk(k):
             if isinstance(node, ir.Call):
                 _check_call(node, syms, target)
+            elif isinstance(node, ir.Index):
+                _check_constant_index(node, syms)
+
+
+def _check_constant_index(e: ir.Index, syms: KernelSymbols) -> None:
+    """An element index that is a constant lies inside its dimension: an
+    address computed from one outside would be another element's, or wrap
+    past 2**64 (`A[2**62]` on an f32 buffer stores to `A[0]`)."""
+    buf = syms.buffers.get(e.base.id) if isinstance(e.base, ir.Name) else None
+    if buf is None or len(e.indices) != len(buf.shape):
+        return
+    for d, (i, extent) in enumerate(zip(e.indices, buf.shape)):
+        if isinstance(i, ir.Int) and isinstance(extent, int) and not 0 <= i.value < extent:
+            raise TilecError(
+                f"index {i.value} is outside dimension {d} of '{buf.name}' (extent {extent})", i.span or e.span
+            )
 
 
 MAX_LOCAL_BYTES = 512 * 1024
