@@ -67,6 +67,10 @@ SEEDS = [
              "    b = pool.alloc((40000,), u8)\n    pool.commit()\n", 6, "dynamic"),
     BadInput("unroll(2**63 - 1)", _HEAD + "    for s in unroll(0x7fffffffffffffff):\n        A[0] = 1.0\n",
              4, "more than the 1024 tilec unrolls"),
+    BadInput("unroll(2**63), past len() of a range (fuzz seed 18, input 390)",
+             _HEAD + "    for s in unroll(9223372036854775808):\n        A[0] = 1.0\n", 4, "more than the 1024 tilec unrolls"),
+    BadInput("unroll(2**64 - 1, 0, -1)", _HEAD + "    for s in unroll(18446744073709551615, 0, -1):\n        A[0] = 1.0\n",
+             4, "more than the 1024 tilec unrolls"),
     BadInput("nested unrolls too large", _HEAD + "    for s in unroll(1000):\n        for t in unroll(1000):\n"
              "            A[0] = 1.0\n", 5, "more than 8192 statements"),
     BadInput("fill of a huge tile", _HEAD.replace("f32[16]", "f32[1048576]") + "    fill(A, 0.0)\n",

@@ -108,15 +108,15 @@ class _Unroller:
         if step == 0:
             raise TilecError(f"unroll loop '{loop.var}' has step 0", loop.step.span or loop.span)
         _check_not_rebound(loop)
-        iterations = range(start, stop, step)
-        if len(iterations) > MAX_ITERATIONS:
+        count = max(0, (stop - start + (step - 1 if step > 0 else step + 1)) // step)  # len() stops at 2**63
+        if count > MAX_ITERATIONS:
             raise TilecError(
-                f"this unrolls {len(iterations)} iterations (loop '{loop.var}'), more than the "
+                f"this unrolls {count} iterations (loop '{loop.var}'), more than the "
                 f"{MAX_ITERATIONS} tilec unrolls; use a range(...) loop, or split the tile operation",
                 loop.span,
             )
         out = []
-        for i in iterations:
+        for i in range(start, stop, step):
             body = tuple(_substitute(s, {loop.var: ir.Int(i)}) for s in loop.body)
             copy = self.block(self.iteration(body, visible), visible)
             self.copied += sum(1 for s in copy for n in visit.walk(s) if isinstance(n, ir.Stmt))
