@@ -305,8 +305,9 @@ class _Flow:
             async_read = name == "copy_async" and self.shared(src) and dst_scope in ("global", "tmem")
             self.read(src, state, span, async_proxy=async_read)
             if name == "copy_async" and dst_scope in ("shared", "shared.dyn") and src_scope == "global":
-                mbar = op.kwargs.get("mbar")
-                state.tma.append(_Pending(dst, span, _barrier(mbar)))
+                mbar = op.kwargs.get("mbar")  # without one it is a cp.async (waited with its groups)
+                if mbar is not None:
+                    state.tma.append(_Pending(dst, span, _barrier(mbar)))
             elif dst_scope in ("shared", "shared.dyn") and name != "copy_async":
                 state.writes.append(_Pending(dst, span))
         elif name == "fill" and args:
