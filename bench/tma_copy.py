@@ -30,6 +30,26 @@ TARGET_RATIO = 0.90
 SLEEP_CYCLES = 2_000_000  # about a millisecond: longer than a launch takes on the host
 
 
+def parse_with_timing(parser: argparse.ArgumentParser):
+    """The command line, with --runs (at least 50: a median of fewer is
+    noise) and --warmup added."""
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    if args.runs < 50:
+        parser.error("--runs must be at least 50")
+    return args
+
+
+def hopper_properties():
+    """The device's properties; exits unless it is an H100-class (9.0) GPU,
+    which the sm_90a kernels need."""
+    props = torch.cuda.get_device_properties(0)
+    if (props.major, props.minor) != (9, 0):
+        raise SystemExit(f"the sm_90a kernels need an H100-class GPU (9.0); this one is {props.major}.{props.minor}")
+    return props
+
+
 def build(rows: int, args) -> object:
     """The kernel for a rows x COLS f16 copy on this device."""
     props = torch.cuda.get_device_properties(0)

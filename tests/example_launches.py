@@ -55,6 +55,9 @@ SMALL = {
     # rows over several warps (the smem reduce), and W over RPC rows per CTA
     "softmax.tile": {"ROWS": 4, "N": 2048, "THREADS": 128},
     "rmsnorm.tile": {"ROWS": 4, "N": 1024, "THREADS": 64, "RPC": 2},
+    # two heads of two query blocks each: a K/V ring that wraps, the masked
+    # diagonal tile, both consumers' ping-pong and TMA stores
+    "hopper/flash_attn_fwd.tile": {"BH": 2, "SEQ": 256, "CAUSAL": 1},
 }
 
 # the runtime extents of examples that leave some open (ragged on purpose)
