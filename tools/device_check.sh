@@ -36,7 +36,8 @@ case " $parts " in *" tests "*)
 import subprocess
 from pathlib import Path
 from tilec.pipeline import compile_source
-from tilec.runtime.assemble import assemble, resource_usage
+from tilec.runtime.assemble import assemble, parse_usage, resource_usage
+from tilec.runtime.driver import jit_info_log
 KERNELS = {
     "hopper/hgemm_v7.tile": {"M": 8192, "N": 8192, "K": 8192, "SM_COUNT": 132},
     "hopper/fp8_gemm.tile": {},
@@ -53,6 +54,8 @@ for name, defines in KERNELS.items():
     sass = subprocess.run(["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True).stdout
     count = {op: sass.count(op) for op in ("HGMMA", "QGMMA", "MUFU.EX2", "LDL", "STL")}
     print(name, resource_usage(r.ptx, "sm_90a"), count)
+    # what runs: the driver compiles the module whole (setmaxnreg kept), unlike nvJitLink above
+    print(name, "as loaded:", parse_usage(jit_info_log(r.ptx)))
 PY
   cat "$OUT/resources.txt";;
 esac
