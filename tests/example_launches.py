@@ -58,11 +58,15 @@ SMALL = {
     # two heads of two query blocks each: a K/V ring that wraps, the masked
     # diagonal tile, both consumers' ping-pong and TMA stores
     "hopper/flash_attn_fwd.tile": {"BH": 2, "SEQ": 256, "CAUSAL": 1},
+    "runtime_tma_copy.tile": {},
+    "hopper/hgemm_v7_runtime.tile": {"SM_COUNT": 2},
 }
 
 # the runtime extents of examples that leave some open (ragged on purpose)
 RUNTIME_DIMS = {
     "runtime_add.tile": {"n": 1000},
+    "runtime_tma_copy.tile": {"M": 100, "N": 72},
+    "hopper/hgemm_v7_runtime.tile": {"M": 256, "N": 264, "K": 200},
 }
 
 NOT_LAUNCHED = {

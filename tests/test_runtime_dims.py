@@ -10,7 +10,7 @@ import pytest
 from example_launches import EXAMPLES
 from ptx_sim import Kernel as Sim
 from test_runtime_launch import (  # noqa: F401  (fixtures)
-    FakeTensor,
+    FLOAT16,
     build,
     compiled_launcher,
     device_tensor,
@@ -216,3 +216,87 @@ def test_a_new_shape_rechecks_and_each_signature_replays_its_own_extents(torch_g
     a, b, c = tensors[16]
     with pytest.raises(LaunchError, match=r"'C': shape \[300\] does not match f32\[n\] with n = 16 \(from 'A'\)"):
         kernel(a, b, tensors[300][2])
+
+
+TMA_COPY = (EXAMPLES / "runtime_tma_copy.tile").read_text()
+
+
+def test_tensor_maps_are_expressions_of_the_extents():
+    entry = compiled(TMA_COPY).meta["kernels"][0]
+    a_map = entry["tensormaps"][0]
+    assert (a_map["dims"], a_map["strides"], a_map["box"]) == (["N", "M"], [["*", "N", 2]], [64, 64])
+    assert runtime_dims.tensormap_for(a_map, {"M": 100, "N": 72})["dims"] == [72, 100]
+    assert runtime_dims.tensormap_for(a_map, {"M": 100, "N": 72})["strides"] == [144]
+
+
+@pytest.mark.parametrize("m,n", [(100, 72), (64, 136)])
+def test_one_tma_compile_copies_every_shape(m, n):
+    from tma_ptx_sim import TmaModel
+
+    result = compiled(TMA_COPY)
+    entry = result.meta["kernels"][0]
+    env = {"M": m, "N": n}
+    maps = [runtime_dims.tensormap_for(t, env) for t in entry["tensormaps"]]
+    sim = Sim(result.ptx, entry["name"], extension=TmaModel(maps))
+    a = np.random.default_rng(m).standard_normal((m, n)).astype(np.float16)
+    b = np.full((m, n), np.nan, np.float16)
+    sim.run({"A": a, "B": b, **env}, grid=grid_of(entry, **env), dynamic_smem=entry["dynamic_smem"])
+    assert np.array_equal(a, b)
+
+
+def test_a_plan_that_needs_more_than_the_assumptions_is_refused():
+    text = TMA_COPY.replace('    assume(N % 8 == 0, "N must be a multiple of 8: TMA needs 16-byte row strides")\n', "")
+    with pytest.raises(TilecError, match=r"not a positive multiple of 16 \(planned with the runtime extents of .A. standing in as M = 1009, N = 1013"):
+        compile_source(text, "dims.tile", "sm_90a")
+
+
+def test_a_new_shape_encodes_each_map_once(torch_gpu, monkeypatch):
+    gpu = torch_gpu
+    from tilec.runtime import launch as launch_py
+
+    encodes = []
+
+    def encode(desc, base):
+        encodes.append((desc["name"], base, desc["dims"], desc["strides"]))
+        return struct.pack("<Q", base) + bytes(120)
+
+    monkeypatch.setattr(launch_py, "encode_tiled", encode)
+    gpu.run_runtime_tma_copy = lambda grid, block, address: gpu.log.append(("ran", grid))
+    result = compiled(TMA_COPY)
+    kernel = build((result.ptx, result.meta)).kernel()
+    small = [device_tensor(gpu, np.zeros((100, 72), np.float16), FLOAT16) for _ in range(2)]
+    wide = [device_tensor(gpu, np.zeros((64, 136), np.float16), FLOAT16) for _ in range(2)]
+    for args in (small, small, wide, wide, small):
+        kernel(*args)
+    assert launches(gpu) == ["launch", "fast_launch", "launch", "fast_launch", "fast_launch"]
+    assert [e[1] for e in gpu.log if e[0] == "ran"] == [(2, 2, 1)] * 2 + [(3, 1, 1)] * 2 + [(2, 2, 1)]
+    assert [(name, dims, strides) for name, _, dims, strides in encodes] == [
+        ("A_tmap0", [72, 100], [144]), ("B_tmap0", [72, 100], [144]),
+        ("A_tmap0", [136, 64], [272]), ("B_tmap0", [136, 64], [272]),
+    ]  # fmt: skip
+    odd = [device_tensor(gpu, np.zeros((8, 12), np.float16), FLOAT16) for _ in range(2)]
+    with pytest.raises(LaunchError, match="N must be a multiple of 8"):
+        kernel(*odd)
+
+
+def test_one_hgemm_compile_computes_a_ragged_tile():
+    """hgemm_v7 with runtime M, N, K in the PTX simulator: the CTA of the
+    second tile of M = 130 (2 of its 128 rows exist) over two K tiles, the
+    last one ragged (K = 72)."""
+    import wgmma_ptx_sim
+
+    text = (EXAMPLES / "hopper" / "hgemm_v7_runtime.tile").read_text()
+    result = compile_source(text, "hgemm_v7_runtime.tile", "sm_90a", defines={"SM_COUNT": 2})
+    assemble(result.ptx, "sm_90a")
+    entry = result.meta["kernels"][0]
+    assert [t["dims"] for t in entry["tensormaps"]] == [["K", "M"], ["K", "N"], ["N", "M"]]
+    m, n, k = 130, 256, 72
+    env = {"M": m, "N": n, "K": k}
+    meta = {"kernels": [{**entry, "tensormaps": [runtime_dims.tensormap_for(t, env) for t in entry["tensormaps"]]}]}
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((n, k)).astype(np.float16)
+    d = np.full((m, n), np.nan, np.float16)
+    wgmma_ptx_sim.run(result.ptx, meta, {"A": a, "B": b, "D": d, **env}, ctas=[(1, 0, 0)])
+    ref = a[128:].astype(np.float64) @ b.astype(np.float64).T
+    assert np.linalg.norm(d[128:].astype(np.float64) - ref) / np.linalg.norm(ref) < 1e-3
+    assert np.isnan(d[:128].astype(np.float32)).all()  # the first tile is the other CTA's

@@ -57,3 +57,31 @@ def test_runtime_row_strides_and_vector_accesses():
     x = torch.zeros(2, 6, device="cuda", dtype=torch.float16)
     with pytest.raises(LaunchError, match="N must be a multiple of 4"):
         kernel(x, torch.zeros(6, 2, device="cuda", dtype=torch.float16), x)
+
+
+def test_tensor_maps_encoded_at_launch_for_every_shape():
+    kernel = tilec.compile(ROOT / "examples" / "runtime_tma_copy.tile").kernel()
+    for m, n in ((64, 64), (100, 72), (1000, 1032), (3, 8), (4096, 520), (100, 72)):
+        a = torch.randn(m, n, device="cuda", dtype=torch.float16)
+        b = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        kernel(a, b)
+        torch.cuda.synchronize()
+        assert torch.equal(a, b), (m, n)
+
+
+@pytest.mark.parametrize("sm_count", [132, 3])
+def test_one_hgemm_compile_serves_every_shape(sm_count):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("hgemm_v7 needs sm_90a")
+    kernel = tilec.compile(ROOT / "examples" / "hopper" / "hgemm_v7_runtime.tile", defines={"SM_COUNT": sm_count}).kernel()
+    for m, n, k in ((128, 256, 64), (1000, 1032, 1064), (256, 4096, 520), (4096, 256, 4096), (2048, 2048, 2048)):
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(n, k, device="cuda", dtype=torch.float16)
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        kernel(a, b, d)
+        ref = a.float() @ b.float().T
+        error = float(torch.linalg.norm(d.float() - ref) / torch.linalg.norm(ref))
+        assert error < 1e-2, (m, n, k, error)
+    small = torch.zeros(64, 64, device="cuda", dtype=torch.float16)
+    with pytest.raises(LaunchError, match="at least one tile"):
+        kernel(small, torch.zeros(256, 64, device="cuda", dtype=torch.float16), torch.zeros(64, 256, device="cuda", dtype=torch.float16))

@@ -24,8 +24,9 @@ from typing import Dict, Optional, Tuple
 
 import attrs
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.fold import fold_expr
 from tilec.compiler.printer import print_expr
 
 ASSUME = "assume"
@@ -155,3 +156,55 @@ def to_json(e: ir.Expr):
     if isinstance(e, ir.Call):
         return [e.func] + [to_json(a) for a in e.args]
     raise TilecError(f"'{print_expr(e)}' cannot be written to kernel.json", e.span)
+
+
+# --------------------------------------------------------------------------
+# Shape-dependent integers read back as expressions of the extents
+# --------------------------------------------------------------------------
+
+# Two sets of primes above any box, block or divisor a plan meets; a runtime
+# extent stands in as its known divisor times one of them.
+_PROXY_PRIMES = (
+    (1009, 1013, 1019, 1021, 1031, 1033, 1039, 1049, 1051, 1061, 1063, 1069),
+    (2003, 2011, 2017, 2027, 2029, 2039, 2053, 2063, 2069, 2081, 2083, 2087),
+)
+
+
+def proxies(shape, divisors: Dict[str, int], which: int) -> Dict[str, int]:
+    """A stand-in value per runtime extent of `shape`: its known divisor
+    times a prime (of set `which`) no constant extent is a multiple of, so
+    that divisibility questions get the answers the divisors alone give."""
+    names = list(dict.fromkeys(e for e in shape if isinstance(e, str)))
+    constants = [e for e in shape if isinstance(e, int)]
+    primes = [p for p in _PROXY_PRIMES[which] if not any(c % p == 0 for c in constants)]
+    if len(primes) < len(names):
+        raise TilecError(f"too many runtime extents in one shape ({len(names)})")
+    return {n: divisors.get(n, 1) * p for n, p in zip(names, primes)}
+
+
+def read_back(value: int, proxy: Dict[str, int], divisors: Dict[str, int]) -> ir.Expr:
+    """`value`, computed from the stand-ins `proxy`, as a product of a
+    constant and the extents (or their quotients by their divisors: 2 * p
+    is `K // 4` when K stands in as 8 * p, 16 * p is `K * 2`)."""
+    factors = []
+    for name, v in proxy.items():
+        d = divisors.get(name, 1)
+        prime = v // d
+        while value % prime == 0 and value:
+            value //= prime
+            if value % d == 0:  # (K // 8) * 16 is K * 2
+                value //= d
+                factors.append(ir.Name(name))
+            else:
+                factors.append(ir.Binary("//", ir.Name(name), ir.Int(d)))
+    out: Optional[ir.Expr] = None
+    for f in factors:
+        out = f if out is None else ir.Binary("*", out, f)
+    if out is None:
+        return ir.Int(value)
+    return out if value == 1 else ir.Binary("*", out, ir.Int(value))
+
+
+def substitute(e: ir.Expr, env: Dict[str, int]) -> ir.Expr:
+    """`e` with the extents in `env` replaced by their values, folded."""
+    return fold_expr(visit.transform(e, lambda n: ir.Int(env[n.id]) if isinstance(n, ir.Name) and n.id in env else n))

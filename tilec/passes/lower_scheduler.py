@@ -28,7 +28,9 @@ B tiles, which stay in L2.  Each CTA starts at its own id and strides by
 Schedulers are declared with a plain assignment anywhere in the kernel.  The
 pass runs right after expand-inline, so that every later pass (and the
 symbol analysis they share) sees plain scalars; the four arguments must fold
-to compile-time integers there.
+to compile-time integers there, except that the tile counts may be
+arithmetic on runtime extents (`(M + 127) // 128` for `A: f16[M, K]`),
+computed in the kernel.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from typing import Dict, List
 
 import attrs
 
-from tilec.compiler import ir, visit
+from tilec.compiler import ir, runtime_dims, visit
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
@@ -71,32 +73,31 @@ class Scheduler:
     """One declared scheduler: its configuration and the names of its scalars."""
 
     name: str
-    num_m_tiles: int
-    num_n_tiles: int
+    num_m_tiles: int | ir.Expr  # an expression of runtime extents, or an int
+    num_n_tiles: int | ir.Expr
     group: int
     num_clusters: int
     tile: str
     m_idx: str
     n_idx: str
 
-    @property
-    def num_tiles(self) -> int:
-        return self.num_m_tiles * self.num_n_tiles
+    def num_tiles(self, span) -> ir.Expr:
+        return fold_expr(ir.Binary("*", _value(self.num_m_tiles, span), _value(self.num_n_tiles, span), span=span))
 
     def decode(self, span) -> List[ir.Stmt]:
         """Assignments of m_idx and n_idx from the linear tile index."""
         tile = ir.Name(self.tile, span=span)
-        per_group = self.group * self.num_n_tiles
 
         def binary(op, a, b):
             return ir.Binary(op, a, b, span=span)
 
         def lit(v):
-            return ir.Int(v, span=span)
+            return _value(v, span)
 
-        first_m = binary("*", binary("//", tile, lit(per_group)), lit(self.group))
-        within = binary("%", tile, lit(per_group))
-        if self.num_m_tiles % self.group == 0:
+        per_group = fold_expr(binary("*", lit(self.group), lit(self.num_n_tiles)))
+        first_m = binary("*", binary("//", tile, per_group), lit(self.group))
+        within = binary("%", tile, per_group)
+        if isinstance(self.num_m_tiles, int) and self.num_m_tiles % self.group == 0:
             rows = lit(self.group)
         else:  # the last group holds the remaining num_m_tiles % group rows
             rows = ir.Call("min", (binary("-", lit(self.num_m_tiles), first_m), lit(self.group)), span=span)
@@ -104,6 +105,10 @@ class Scheduler:
             ir.Assign((ir.Name(self.m_idx, span=span),), binary("+", first_m, binary("%", within, rows)), span=span),
             ir.Assign((ir.Name(self.n_idx, span=span),), binary("//", within, rows), span=span),
         ]
+
+
+def _value(v, span) -> ir.Expr:
+    return ir.Int(v, span=span) if isinstance(v, int) else v
 
 
 def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
@@ -115,9 +120,10 @@ def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
         | {s.var for s in visit.walk(k) if isinstance(s, ir.For)}
         | {p.name for p in k.params}
     )
+    dims = {e.id for p in k.params for e in p.shape or () if isinstance(e, ir.Name)}
     schedulers = {}
     for name, call in decls.items():
-        schedulers[name] = _configure(name, call, names)
+        schedulers[name] = _configure(name, call, names, dims)
     return attrs.evolve(k, body=_Lowering(schedulers).block(k.body))
 
 
@@ -137,9 +143,11 @@ def _declarations(k: ir.Kernel) -> Dict[str, ir.Call]:
     return found
 
 
-def _configure(name: str, call: ir.Call, names: NameGen) -> Scheduler:
+def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler:
     bound = SIGNATURE.bind(CONSTRUCTOR, call.args, call.kwargs, call.span)
     bound = {k: fold_expr(v) if isinstance(v, ir.Expr) else v for k, v in bound.items()}
+    runtime = {k: bound[k] for k in ("num_m_tiles", "num_n_tiles") if _of_runtime_extents(bound[k], dims)}
+    bound.update({k: ir.Int(1) for k in runtime})  # the literal checks below skip them
     values = SIGNATURE.literals(CONSTRUCTOR, bound, call.span)
     for key in ("num_m_tiles", "num_n_tiles", "l2_group_size", "num_clusters"):
         if values[key] < 1:
@@ -148,16 +156,28 @@ def _configure(name: str, call: ir.Call, names: NameGen) -> Scheduler:
             raise TilecError(f"{CONSTRUCTOR}: '{key}' must be at least 1, got {values[key]}", where)
     if values["num_m_tiles"] * values["num_n_tiles"] >= 2**31:
         raise TilecError(f"{CONSTRUCTOR}: {values['num_m_tiles']} x {values['num_n_tiles']} tiles overflow i32", call.span)
+    num_m_tiles = runtime.get("num_m_tiles", values["num_m_tiles"])
     return Scheduler(
         name,
-        values["num_m_tiles"],
-        values["num_n_tiles"],
-        min(values["l2_group_size"], values["num_m_tiles"]),
+        num_m_tiles,
+        runtime.get("num_n_tiles", values["num_n_tiles"]),
+        values["l2_group_size"] if runtime else min(values["l2_group_size"], num_m_tiles),
         values["num_clusters"],
         names.fresh(f"{name}_tile"),
         names.fresh(f"{name}_m_idx"),
         names.fresh(f"{name}_n_idx"),
     )
+
+
+def _of_runtime_extents(e, dims: set) -> bool:
+    """Whether `e` is arithmetic on runtime extents (not a literal)."""
+    if not dims or not isinstance(e, ir.Expr) or isinstance(e, ir.Int):
+        return False
+    try:
+        runtime_dims.check_dim_expr(e, dims, "a tile count")
+    except TilecError:
+        return False
+    return True
 
 
 class _Lowering:
@@ -233,7 +253,7 @@ class _Lowering:
                 if node.args or node.kwargs:
                     raise TilecError(f"{ts.name}.valid() takes no arguments", node.span)
                 span = node.span
-                return ir.Binary("<", ir.Name(ts.tile, span=span), ir.Int(ts.num_tiles, span=span), span=span)
+                return ir.Binary("<", ir.Name(ts.tile, span=span), ts.num_tiles(span), span=span)
         if isinstance(node, ir.Name) and node.id in self.schedulers:
             raise TilecError(
                 f"tile scheduler '{node.id}' is used as a value; use its m_idx, n_idx or valid()", node.span

@@ -34,10 +34,11 @@ from __future__ import annotations
 
 import attrs
 
-from tilec.compiler import ir, visit
+from tilec.compiler import ir, runtime_dims, visit
 from tilec.compiler.affine import to_expr
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.layout import row_major
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.region import Region
 from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
@@ -129,7 +130,10 @@ class _KernelPlanner:
         if not isinstance(oob, ir.Str):
             raise TilecError('copy_async: oob= must be "zero" or "nan"', oob.span)
         slayout = sbuf.tile_layout
-        plan = plan_tma(gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
+        if gbuf.runtime_dims:
+            plan = self.runtime_plan(gbuf, slayout, sbuf, region, direction, oob.value)
+        else:
+            plan = plan_tma(gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
         need = SMEM_ALIGN
         if slayout.swizzle is not None:
             need = max(need, slayout.swizzle.period * sbuf.elem_bytes)
@@ -140,11 +144,51 @@ class _KernelPlanner:
             )
         return gbuf.name, plan, atoms
 
-    def tensormap(self, tensor: str, plan: TmaPlan) -> str:
+    def runtime_plan(self, gbuf: Buffer, slayout, sbuf: Buffer, region, direction: str, oob: str) -> "_RuntimePlan":
+        """The plan over a tensor with runtime extents: planned at two
+        stand-in shapes (each extent its known divisor times a large prime,
+        `runtime_dims.proxies`), which must agree but for the tensor's dims
+        and strides; those are read back as expressions of the extents and
+        checked against the second shape.  A plan whose choices depend on
+        more than what the assumptions state is refused."""
+        divisors = {n: self.syms.dims[n].divisor for n in gbuf.runtime_dims}
+        plans = []
+        for which in (0, 1):
+            proxy = runtime_dims.proxies(gbuf.shape, divisors, which)
+            shape = tuple(proxy[e] if isinstance(e, str) else e for e in gbuf.shape)
+            try:
+                plan = plan_tma(row_major(shape), shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob)
+            except TilecError as err:
+                stand_ins = ", ".join(f"{n} = {v}" for n, v in proxy.items())
+                raise TilecError(
+                    f"{err.message} (planned with the runtime extents of '{gbuf.name}' standing in as "
+                    f"{stand_ins}: only what assume(...) states of them is known, e.g. assume(K % 8 == 0))",
+                    err.span,
+                )
+            plans.append((proxy, plan))
+        (first, plan), (second, other) = plans
+        dims = tuple(runtime_dims.read_back(v, first, divisors) for v in plan.dims)
+        strides = tuple(runtime_dims.read_back(v, first, divisors) for v in plan.strides)
+        agree = attrs.evolve(plan, dims=other.dims, strides=other.strides) == other and all(
+            runtime_dims.substitute(e, second) == ir.Int(v)
+            for e, v in zip(dims + strides, other.dims + other.strides)
+        )
+        if not agree:
+            raise TilecError(
+                f"the TMA plan for '{gbuf.name}' depends on the values of its runtime extents "
+                f"({', '.join(gbuf.runtime_dims)}), not only on what assume(...) states of them; "
+                "state their divisibility (e.g. assume(K % 8 == 0)) or use compile-time extents"
+            )
+        return _RuntimePlan(plan, dims, strides)
+
+    def tensormap(self, tensor: str, plan) -> str:
         """The name of the tensormap statement for `plan` over `tensor`, added
         at the top of the kernel the first time."""
         d = plan.descriptor()
-        fields = [(k, ir.TupleExpr(tuple(ir.Int(v) for v in d[k]))) for k in ("dims", "strides", "box", "elem_strides")]
+        fields = [
+            (k, ir.TupleExpr(tuple(v if isinstance(v, ir.Expr) else ir.Int(v) for v in d[k])))
+            for k in ("dims", "strides", "box", "elem_strides")
+        ]
         fields += [(k, ir.Str(d[k])) for k in ("interleave", "swizzle", "l2_promotion", "oob_fill")]
         call = ir.Call(
             "tensormap",
@@ -157,6 +201,27 @@ class _KernelPlanner:
             self.maps[call] = name
             self.new.append(ir.TensorMap(name, call))
         return self.maps[call]
+
+
+@attrs.frozen
+class _RuntimePlan:
+    """A plan over a tensor with runtime extents: its descriptor's dims and
+    strides are expressions of them (the rest is `plan`'s)."""
+
+    plan: TmaPlan
+    dims: tuple
+    strides: tuple
+
+    @property
+    def issues(self):
+        return self.plan.issues
+
+    @property
+    def dtype(self) -> str:
+        return self.plan.dtype
+
+    def descriptor(self) -> dict:
+        return {**self.plan.descriptor(), "dims": list(self.dims), "strides": list(self.strides)}
 
 
 # --------------------------------------------------------------------------

@@ -81,3 +81,12 @@ def failed_assumption(assumes, env: dict):
         if not evaluate(a["cond"], env):
             return a
     return None
+
+
+def tensormap_for(desc: dict, env: dict) -> dict:
+    """A kernel.json tensor map with its dims and strides evaluated for
+    these runtime extents (the entry itself when they are all ints)."""
+    fields = ("dims", "strides")
+    if all(isinstance(v, int) for f in fields for v in desc[f]):
+        return desc
+    return {**desc, **{f: [evaluate(v, env) for v in desc[f]] for f in fields}}

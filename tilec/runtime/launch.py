@@ -165,7 +165,7 @@ def check_args(
     buffers = {p["name"]: p for p in caller if p["kind"] == "buffer"}
     for param in params:
         if param["kind"] == "tensormap":
-            _check_tensormap_param(param, descs, buffers, arrays)
+            _check_tensormap_param(param, descs, buffers, arrays, values)
     return bound
 
 
@@ -459,7 +459,7 @@ def _check_scalar(param: dict, arg) -> Scalar:
     )
 
 
-def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict) -> None:
+def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict, values: dict) -> None:
     name, tensor = param["name"], param["tensor"]
     if name not in descs:
         raise ValueError(f"kernel.json: tensor map parameter '{name}' has no tensormaps entry")
@@ -467,14 +467,18 @@ def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict
         raise ValueError(
             f"kernel.json: tensor map '{name}' names '{tensor}', which is not a buffer parameter"
         )
-    desc, info = descs[name], arrays[tensor]
+    info = arrays[tensor]
+    try:
+        desc = runtime_dims.tensormap_for(descs[name], values)
+    except runtime_dims.DimError as e:
+        raise LaunchError(f"tensor map '{name}' cannot be computed for {_dims_text(values)}: {e}") from None
     base = info.view.ptr if isinstance(info.view, DeviceArray) else None
     try:
         check_tensormap(desc, base)
     except TensorMapError as e:
         raise LaunchError(f"parameter '{tensor}' (tensor map '{name}'): {e.message}") from None
     buffer = buffers[tensor]
-    size = math.prod(buffer["shape"]) * DTYPES[buffer["dtype"]].bytes
+    size = math.prod(info.shape) * DTYPES[buffer["dtype"]].bytes
     reach = desc["dims"][0] * element_bytes(desc) + sum(
         (d - 1) * s for d, s in zip(desc["dims"][1:], desc["strides"])
     )
@@ -713,7 +717,8 @@ class Kernel:
             dlpack_stream=handle or LEGACY_STREAM,
             assumes=self.assumes,
         )
-        default = kernel_grid(self.grid, {k: v.value for k, v in bound.items() if isinstance(v, DimValue)})
+        values = {k: v.value for k, v in bound.items() if isinstance(v, DimValue)}
+        default = kernel_grid(self.grid, values)
         dims = launch_grid(grid, default, self.cluster)
         driver.device()
         with _Staging() as staging:
@@ -732,7 +737,7 @@ class Kernel:
                 elif param["kind"] in ("scalar", "dim"):
                     blobs.append(bound[param["name"]].data)
                 else:
-                    blobs.append(self._encode(param["name"], pointers[param["tensor"]]))
+                    blobs.append(self._encode(param["name"], pointers[param["tensor"]], values))
             packed = pack_params(blobs)
             driver.launch(
                 self._function, dims, self.block, self.cluster, self.dynamic_smem, handle, packed.address
@@ -743,12 +748,15 @@ class Kernel:
             else:
                 self._remember(args, blobs, default, tensor_type, stream_fn)
 
-    def _encode(self, name: str, base: int) -> bytes:
-        key = (name, base)
+    def _encode(self, name: str, base: int, values: dict) -> bytes:
+        """The encoded map `name` over `base`, kept per (map, address, its
+        dims and strides for these runtime extents)."""
+        desc = runtime_dims.tensormap_for(self.tensormaps[name], values)
+        key = (name, base, tuple(desc["dims"]), tuple(desc["strides"]))
         if key not in self._encoded:
             if len(self._encoded) >= self._ENCODED_KEPT:
                 del self._encoded[next(iter(self._encoded))]
-            self._encoded[key] = encode_tiled(self.tensormaps[name], base)
+            self._encoded[key] = encode_tiled(desc, base)
         return self._encoded[key]
 
     def _remember(self, args, blobs: list[bytes], default, tensor_type, stream_fn) -> None:

@@ -69,4 +69,6 @@ def _json(e: ir.Expr, what: str):
         return e.value
     if isinstance(e, (ir.TupleExpr, ir.ListExpr)):
         return [_json(i, what) for i in e.items]
+    if what in ("dims", "strides") and isinstance(e, (ir.Name, ir.Binary)):
+        return to_json(e)  # an expression of runtime extents, evaluated at launch
     raise TilecError(f"tensormap '{what}' must be a literal", e.span)
