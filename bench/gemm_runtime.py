@@ -25,21 +25,14 @@ from pathlib import Path
 import torch
 
 import tilec
+from gemm import MAX_ERROR, relative_error
 from tma_copy import median_ms
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "hopper"
-MAX_ERROR = 1e-2
 SHAPES = [
     (4096, 4096, 4096), (8192, 8192, 8192), (1000, 1032, 1064),
     (4096, 8192, 2048), (8192, 2048, 8192), (768, 3072, 4096),
 ]  # fmt: skip
-
-
-def relative_error(d: torch.Tensor, ref: torch.Tensor) -> float:
-    d = d.float()
-    if torch.isnan(d).any():
-        return float("inf")
-    return float(torch.linalg.norm(d - ref) / torch.linalg.norm(ref))
 
 
 def main() -> None:
