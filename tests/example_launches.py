@@ -21,7 +21,7 @@ import tilec
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.targets import DEFAULT_TARGET
 from tilec.grammar.parser import parse
-from tilec.runtime.launch import LaunchError
+from tilec.runtime.launch import LaunchError, caller_params
 from tilec.runtime.module import CompiledModule, device_arch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,7 +59,7 @@ SMALL = {
     # diagonal tile, both consumers' ping-pong and TMA stores
     "hopper/flash_attn_fwd.tile": {"BH": 2, "SEQ": 256, "CAUSAL": 1},
     "runtime_tma_copy.tile": {},
-    "hopper/hgemm_v7_runtime.tile": {"SM_COUNT": 2},
+    "hopper/hgemm_v7_runtime.tile": {},
 }
 
 # the runtime extents of examples that leave some open (ragged on purpose)
@@ -108,9 +108,7 @@ def random_args(entry: dict, seed: int = 0, dims: dict | None = None) -> list:
     which the runtime accepts for it."""
     rng = np.random.default_rng(seed)
     args = []
-    for p in entry["params"]:
-        if p["kind"] in ("tensormap", "dim"):
-            continue
+    for p in caller_params(entry["params"]):
         if p["kind"] != "buffer":
             raise ValueError(f"{entry['name']}: scalar parameter '{p['name']}': random_args makes buffers only")
         dt = DTYPES[p["dtype"]]

@@ -286,17 +286,48 @@ def test_one_hgemm_compile_computes_a_ragged_tile():
     import wgmma_ptx_sim
 
     text = (EXAMPLES / "hopper" / "hgemm_v7_runtime.tile").read_text()
-    result = compile_source(text, "hgemm_v7_runtime.tile", "sm_90a", defines={"SM_COUNT": 2})
+    result = compile_source(text, "hgemm_v7_runtime.tile", "sm_90a")
     assemble(result.ptx, "sm_90a")
     entry = result.meta["kernels"][0]
     assert [t["dims"] for t in entry["tensormaps"]] == [["K", "M"], ["K", "N"], ["N", "M"]]
+    assert entry["grid"] == [["sm_count"], 1, 1]  # one persistent CTA per SM of the device
+    assert entry["params"][-1] == {"name": "__sm_count", "kind": "device", "dtype": "i32", "value": ["sm_count"]}
     m, n, k = 130, 256, 72
     env = {"M": m, "N": n, "K": k}
-    meta = {"kernels": [{**entry, "tensormaps": [runtime_dims.tensormap_for(t, env) for t in entry["tensormaps"]]}]}
+    grid = kernel_grid(entry["grid"], {**env, runtime_dims.SM_COUNT: 2})
+    assert grid == (2, 1, 1)
+    maps = [runtime_dims.tensormap_for(t, env) for t in entry["tensormaps"]]
+    meta = {"kernels": [{**entry, "grid": grid, "tensormaps": maps}]}
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((n, k)).astype(np.float16)
     d = np.full((m, n), np.nan, np.float16)
-    wgmma_ptx_sim.run(result.ptx, meta, {"A": a, "B": b, "D": d, **env}, ctas=[(1, 0, 0)])
+    wgmma_ptx_sim.run(result.ptx, meta, {"A": a, "B": b, "D": d, "__sm_count": 2, **env}, ctas=[(1, 0, 0)])
     ref = a[128:].astype(np.float64) @ b.astype(np.float64).T
     assert np.linalg.norm(d[128:].astype(np.float64) - ref) / np.linalg.norm(ref) < 1e-3
     assert np.isnan(d[:128].astype(np.float32)).all()  # the first tile is the other CTA's
+
+
+PERSISTENT = """
+kernel persistent(C: i32[n]):
+    bx = cta_id([sm_count()])
+    tx = thread_id([32])
+    i: i32 = bx * 32 + tx
+    while i < n:
+        C[i] = sm_count()
+        i += sm_count() * 32
+"""
+
+
+def test_a_persistent_grid_from_the_sm_count(gpu):
+    result = compiled(PERSISTENT)
+    entry = result.meta["kernels"][0]
+    assert entry["grid"] == [["sm_count"], 1, 1]
+    sim = Sim(result.ptx, "persistent")
+    c = np.zeros(100, np.int32)
+    sim.run({"C": c, "n": 100, "__sm_count": 3}, grid=(3, 1, 1))
+    assert (c == 3).all()
+    seen = []
+    gpu.run_persistent = lambda grid, block, address: seen.append((grid, gpu.params(address, [8, 4, 4])[1:]))
+    kernel = build((result.ptx, result.meta)).kernel()
+    kernel(np.zeros(100, np.int32))
+    assert seen == [((132, 1, 1), [struct.pack("<i", 100), struct.pack("<i", 132)])]  # the fake device's 132 SMs

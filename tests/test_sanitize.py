@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import example_launches
-from tilec.runtime.launch import DimValue, check_args, kernel_grid
+from tilec.runtime.launch import check_args, extent_values, kernel_grid
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("sanitize_tool", ROOT / "tools" / "sanitize.py")
@@ -48,8 +48,9 @@ def test_small_launch_is_small_and_passes_the_launch_checks(name):
     entry = example_launches.compile_small(name).meta["kernels"][0]
     args = example_launches.random_args(entry, dims=example_launches.RUNTIME_DIMS.get(name))
     # raises LaunchError on any mismatch
-    bound = check_args(entry["params"], args, entry["tensormaps"], assumes=entry.get("assumes", ()))
-    grid = kernel_grid(entry["grid"], {k: v.value for k, v in bound.items() if isinstance(v, DimValue)})
+    sm_count = 2  # a persistent grid of one CTA per SM counted as on a 2-SM device
+    bound = check_args(entry["params"], args, entry["tensormaps"], assumes=entry.get("assumes", ()), sm_count=sm_count)
+    grid = kernel_grid(entry["grid"], extent_values(entry["params"], bound, sm_count))
     assert sum(a.nbytes for a in args) <= 4 << 20
     assert grid[0] * grid[1] * grid[2] <= 16
 

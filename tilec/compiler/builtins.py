@@ -348,6 +348,9 @@ _TABLE = [
          "The address of a buffer (its first element), a buffer element `b[i]`, or a "
          "tensor map (generic u64).  Shared buffers give u32 shared-window addresses, "
          "global ones u64."),
+    _row("sm_count", "", "launch-value", "i32",
+         "The number of SMs of the device the kernel runs on, read at launch (a persistent grid: "
+         "cta_id([sm_count()])); a hidden kernel parameter, so it is the same value everywhere."),
     _row("min", "a: expr, b: expr", "math", "the promoted type of a and b",
          "Folded when both are constants, else min.<type>."),
     _row("max", "a: expr, b: expr", "math", "the promoted type of a and b",

@@ -30,6 +30,8 @@ from tilec.compiler.fold import fold_expr
 from tilec.compiler.printer import print_expr
 
 ASSUME = "assume"
+SM_COUNT = "sm_count"  # sm_count(): the device's SM count, read at launch
+SM_COUNT_PARAM = "__sm_count"  # its hidden entry parameter
 ARITH = ("+", "-", "*", "//", "%")
 COMPARE = ("==", "!=", "<", "<=", ">", ">=")
 LOGIC = ("and", "or")
@@ -48,10 +50,16 @@ class Dim:
     span: Optional[ir.Span] = attrs.field(default=None, eq=False)
 
 
+def uses_sm_count(node: ir.Node) -> bool:
+    """Whether `node` reads `sm_count()` (the kernel then takes it as a
+    hidden parameter)."""
+    return any(isinstance(n, ir.Call) and n.func == SM_COUNT for n in visit.walk(node))
+
+
 def check_dim_expr(e: ir.Expr, dims, what: str) -> None:
     """A located error unless `e` is integer arithmetic (`+ - * // %`,
-    `min`, `max`) over integer literals and runtime dims: what a host can
-    evaluate from the shapes alone."""
+    `min`, `max`) over integer literals, runtime dims and `sm_count()`:
+    what a host can evaluate from the shapes and the device alone."""
     if isinstance(e, ir.Int):
         return
     if isinstance(e, ir.Name):
@@ -65,12 +73,14 @@ def check_dim_expr(e: ir.Expr, dims, what: str) -> None:
     if isinstance(e, ir.Unary) and e.op == "-":
         check_dim_expr(e.operand, dims, what)
         return
+    if isinstance(e, ir.Call) and e.func == SM_COUNT and not e.args and not e.kwargs:
+        return
     if isinstance(e, ir.Call) and e.func in FUNCTIONS and len(e.args) == 2 and not e.kwargs:
         for a in e.args:
             check_dim_expr(a, dims, what)
         return
     raise TilecError(
-        f"{what} must be integer arithmetic (+ - * // % min max) on constants and runtime extents, "
+        f"{what} must be integer arithmetic (+ - * // % min max) on constants, runtime extents and sm_count(), "
         f"not '{print_expr(e)}'",
         e.span,
     )
@@ -141,8 +151,9 @@ def divisor_facts(cond: ir.Expr) -> Dict[str, int]:
 
 def to_json(e: ir.Expr):
     """A dim expression or condition as kernel.json writes it: an int, a
-    dim name, or `[op, operand...]` with op one of `+ - * // % min max ==
-    != < <= > >= and or not neg` (`//` and `%` floor, as in Python)."""
+    dim name, `["sm_count"]` (the device's SM count), or `[op, operand...]`
+    with op one of `+ - * // % min max == != < <= > >= and or not neg`
+    (`//` and `%` floor, as in Python)."""
     if isinstance(e, ir.Int):
         return e.value
     if isinstance(e, ir.Bool):

@@ -396,6 +396,9 @@ class _TypeOf:
         if f in ("min", "max"):
             bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
             return self.binary_operands(ir.Binary("+", bound["a"], bound["b"], span=e.span))
+        if f == runtime_dims.SM_COUNT:
+            BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            return "i32"
         if f in MATH:
             return self.math(MATH[f], e)
         if f in ("convert", "reinterpret"):
@@ -798,7 +801,7 @@ class _Analyzer:
     def grid_extents(self, call: ir.Call, arg) -> Optional[list]:
         """`cta_id([...])` extents when one is an expression of runtime
         extents (the grid computed at launch); None otherwise."""
-        if call.func != "cta_id" or not self.syms.dims or not isinstance(arg, (ir.ListExpr, ir.TupleExpr)):
+        if call.func != "cta_id" or not isinstance(arg, (ir.ListExpr, ir.TupleExpr)):
             return None
         if all(isinstance(i, ir.Int) for i in arg.items):
             return None

@@ -30,7 +30,7 @@ pass runs right after expand-inline, so that every later pass (and the
 symbol analysis they share) sees plain scalars; the four arguments must fold
 to compile-time integers there, except that the tile counts may be
 arithmetic on runtime extents (`(M + 127) // 128` for `A: f16[M, K]`),
-computed in the kernel.
+and the CTA count `sm_count()`, computed in the kernel.
 """
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ class Scheduler:
     num_m_tiles: int | ir.Expr  # an expression of runtime extents, or an int
     num_n_tiles: int | ir.Expr
     group: int
-    num_clusters: int
+    num_clusters: int | ir.Expr  # sm_count() for a grid of one CTA per SM
     tile: str
     m_idx: str
     n_idx: str
@@ -146,7 +146,9 @@ def _declarations(k: ir.Kernel) -> Dict[str, ir.Call]:
 def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler:
     bound = SIGNATURE.bind(CONSTRUCTOR, call.args, call.kwargs, call.span)
     bound = {k: fold_expr(v) if isinstance(v, ir.Expr) else v for k, v in bound.items()}
-    runtime = {k: bound[k] for k in ("num_m_tiles", "num_n_tiles") if _of_runtime_extents(bound[k], dims)}
+    runtime = {
+        k: bound[k] for k in ("num_m_tiles", "num_n_tiles", "num_clusters") if _of_runtime_extents(bound[k], dims)
+    }
     bound.update({k: ir.Int(1) for k in runtime})  # the literal checks below skip them
     values = SIGNATURE.literals(CONSTRUCTOR, bound, call.span)
     for key in ("num_m_tiles", "num_n_tiles", "l2_group_size", "num_clusters"):
@@ -162,7 +164,7 @@ def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler
         num_m_tiles,
         runtime.get("num_n_tiles", values["num_n_tiles"]),
         values["l2_group_size"] if runtime else min(values["l2_group_size"], num_m_tiles),
-        values["num_clusters"],
+        runtime.get("num_clusters", values["num_clusters"]),
         names.fresh(f"{name}_tile"),
         names.fresh(f"{name}_m_idx"),
         names.fresh(f"{name}_n_idx"),
@@ -170,8 +172,9 @@ def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler
 
 
 def _of_runtime_extents(e, dims: set) -> bool:
-    """Whether `e` is arithmetic on runtime extents (not a literal)."""
-    if not dims or not isinstance(e, ir.Expr) or isinstance(e, ir.Int):
+    """Whether `e` is arithmetic on runtime extents and sm_count() (not a
+    literal)."""
+    if not isinstance(e, ir.Expr) or isinstance(e, ir.Int):
         return False
     try:
         runtime_dims.check_dim_expr(e, dims, "a tile count")
@@ -222,7 +225,7 @@ class _Lowering:
         if m.name == "next_tile":
             if m.args:
                 raise TilecError(f"{ts.name}.next_tile() takes no arguments", span)
-            return [ir.AugAssign(tile, "+", ir.Int(ts.num_clusters, span=span), span=span)] + ts.decode(span)
+            return [ir.AugAssign(tile, "+", _value(ts.num_clusters, span), span=span)] + ts.decode(span)
         if m.name == "valid":
             raise TilecError(f"{ts.name}.valid() is a value (use it in a condition)", span)
         raise TilecError(f"a tile scheduler has no method '{m.name}' (it has {', '.join(METHODS)})", span)

@@ -20,6 +20,9 @@ MAX_DIM = 2**31 - 1  # a dim is an i32 in the kernel
 MAX_ELEMENTS = 2**31  # a buffer with runtime extents is indexed in 32 bits
 
 
+SM_COUNT = "sm_count()"  # the device's SM count in an `env` (no dim name has parentheses)
+
+
 class DimError(ValueError):
     """An expression kernel.json should not contain, or one that cannot be
     evaluated for these extents (a division by zero)."""
@@ -39,6 +42,10 @@ def evaluate(tree, env: dict) -> int:
     if not isinstance(tree, list) or not tree or not isinstance(tree[0], str):
         raise DimError(f"{tree!r} is not an expression")
     op, args = tree[0], tree[1:]
+    if op == "sm_count" and not args:
+        if SM_COUNT not in env:
+            raise DimError("sm_count() is not known here")
+        return env[SM_COUNT]
     if op == "and" and len(args) == 2:
         return int(bool(evaluate(args[0], env)) and bool(evaluate(args[1], env)))
     if op == "or" and len(args) == 2:

@@ -129,14 +129,22 @@ class _Array:
 
 
 def check_args(
-    params: list[dict], args, tensormaps=(), *, dlpack_stream: int = LEGACY_STREAM, assumes=()
+    params: list[dict],
+    args,
+    tensormaps=(),
+    *,
+    dlpack_stream: int = LEGACY_STREAM,
+    assumes=(),
+    sm_count: int | None = None,
 ) -> dict[str, HostArray | DeviceArray | Scalar | DimValue]:
     """Match the caller's `args` to kernel.json `params` (tensor maps and
     runtime extents are not passed by the caller) and return, per
     non-tensormap parameter name, what it passes (a `DimValue` per runtime
     extent).  `tensormaps` are the kernel's tensormap entries; the base of
     each named device buffer is checked against the TMA rules.  `assumes`
-    are kernel.json's assumptions on the runtime extents.
+    are kernel.json's assumptions on the runtime extents; `sm_count` the
+    device's SM count, for a kernel that reads `sm_count()` (its `device`
+    parameter gets a `DimValue` too).
     `dlpack_stream` is the consumer stream handed to ``__dlpack__``.
     Raises `LaunchError` naming the parameter."""
     caller = caller_params(params)
@@ -157,10 +165,14 @@ def check_args(
                 f"kernel.json: parameter '{param['name']}' has unknown kind {param['kind']!r}"
             )
     values = {name: value for name, (value, _) in env.items()}
+    if sm_count is not None:
+        values[runtime_dims.SM_COUNT] = sm_count
     _check_assumes(assumes, values)
     for param in params:
         if param["kind"] == "dim":
             bound[param["name"]] = DimValue(values[param["name"]])
+        elif param["kind"] == "device":
+            bound[param["name"]] = DimValue(runtime_dims.evaluate(param["value"], values))
     descs = {t["name"]: t for t in tensormaps}
     buffers = {p["name"]: p for p in caller if p["kind"] == "buffer"}
     for param in params:
@@ -488,6 +500,14 @@ def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict
         )
 
 
+def extent_values(params: list[dict], bound: dict, sm_count: int) -> dict:
+    """What kernel.json's expressions read: each runtime extent's value (from
+    `check_args`) and the device's SM count."""
+    values = {p["name"]: bound[p["name"]].value for p in params if p["kind"] == "dim"}
+    values[runtime_dims.SM_COUNT] = sm_count
+    return values
+
+
 def kernel_grid(entry_grid, values: dict) -> tuple:
     """kernel.json's grid for the runtime extents `values`: a LaunchError
     when an extent comes out below 1 (an empty launch) or cannot be
@@ -671,6 +691,7 @@ class Kernel:
         self.block = tuple(entry["block"])
         self.cluster = tuple(entry.get("cluster", (1, 1, 1)))
         self.dynamic_smem = int(entry.get("dynamic_smem", 0))
+        self.sm_count = device.sm_count
         self._function = function
         self._launcher = None  # made on the first launch it can remember
         self._encoded: dict[tuple, bytes] = {}
@@ -716,8 +737,9 @@ class Kernel:
             self.tensormaps.values(),
             dlpack_stream=handle or LEGACY_STREAM,
             assumes=self.assumes,
+            sm_count=self.sm_count,
         )
-        values = {k: v.value for k, v in bound.items() if isinstance(v, DimValue)}
+        values = extent_values(self.params, bound, self.sm_count)
         default = kernel_grid(self.grid, values)
         dims = launch_grid(grid, default, self.cluster)
         driver.device()
@@ -734,7 +756,7 @@ class Kernel:
             for param in self.params:
                 if param["kind"] == "buffer":
                     blobs.append(struct.pack("<Q", pointers[param["name"]]))
-                elif param["kind"] in ("scalar", "dim"):
+                elif param["kind"] in ("scalar", "dim", "device"):
                     blobs.append(bound[param["name"]].data)
                 else:
                     blobs.append(self._encode(param["name"], pointers[param["tensor"]], values))

@@ -22,7 +22,7 @@ from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.runtime_dims import ASSUME
+from tilec.compiler.runtime_dims import ASSUME, SM_COUNT_PARAM, uses_sm_count
 from tilec.compiler.symbols import DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.value_types import VALUE_TYPES, assignable, value_type_of_dtype
 from tilec.compiler.targets import Target
@@ -171,6 +171,8 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             out.append(f".param .align 64 .b8 {name}[128]")
         for name in self.syms.dims:
             out.append(f".param .u32 {name}")
+        if uses_sm_count(self.kernel):
+            out.append(f".param .u32 {SM_COUNT_PARAM}")
         return out
 
     def prologue(self) -> None:
@@ -197,6 +199,10 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             r = Operand(self.regs.new("i32"), "i32", divisor=dim.divisor)
             self.line(f"ld.param.u32 {r}, [{name}];")
             self.env[0][name] = r
+        if uses_sm_count(self.kernel):
+            r = Operand(self.regs.new("i32"), "i32")
+            self.line(f"ld.param.u32 {r}, [{SM_COUNT_PARAM}];")
+            self.env[0][SM_COUNT_PARAM] = r
         if any(LAUNCH_AXES[i.builtin].stride is not None for i in self.syms.launch.ids):
             self.tid = Operand(self.regs.new("i32"), "i32")
             self.line(f"mov.u32 {self.tid}, %tid.x;")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Optional
 
+from tilec.compiler.runtime_dims import SM_COUNT, SM_COUNT_PARAM
 from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
@@ -337,6 +338,8 @@ class Expressions:
             return self.call_intrinsic(e)
         if f in MATH:
             return self.math_call(e, t)
+        if f == SM_COUNT:
+            return self.binding(ir.Name(SM_COUNT_PARAM, span=e.span))
         row = BUILTINS[f]
         bound = row.signature.bind(f, e.args, e.kwargs, e.span)
         if f in ("min", "max"):
@@ -511,7 +514,7 @@ def _rounds(s: str, t: str) -> bool:
     return width(t) < width(s) or {s, t} == {"f16", "bf16"}
 
 
-_PURE_CALLS = ("min", "max", "convert", "reinterpret", "pack_f16x2", "pack_bf16x2", "address_of") + tuple(MATH)
+_PURE_CALLS = ("min", "max", "convert", "reinterpret", "pack_f16x2", "pack_bf16x2", "address_of", SM_COUNT) + tuple(MATH)
 
 
 def _has_effects(e: ir.Expr) -> bool:
