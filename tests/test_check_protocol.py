@@ -50,6 +50,18 @@ kernel k(A: f32[4]):
         ptx.tcgen05.commit(bar.ptr_to([0]), cta_group={group})
 """
 
+CP_ASYNC = """target sm_80
+kernel k(A: f16[64, 32], B: f16[64, 32]):
+    cta_id([1])
+    t = thread_id([128])
+    As = alloc_shared((64, 32), f16, layout=S[64, 32])
+    copy_async(As[:, :], A[0:64, 0:32])
+    ptx.cp_async.commit_group()
+    {wait}
+    cuda.cta_sync()
+    copy(B[:, :], As[:, :])
+"""
+
 CASES = {
     # check: (wrong program, the line reported, the fixed program)
     "missing-wait": (
@@ -63,6 +75,7 @@ CASES = {
     ptx.mbarrier.try_wait(bar.ptr_to([0]), 0)
     cta.copy(B[0:64, 0:64], A_smem[0:64, 0:64])
 """),
+    "cp-async-wait": (CP_ASYNC.format(wait="pass"), 10, CP_ASYNC.format(wait="ptx.cp_async.wait_group(0)")),
     "expect-tx": (
         TMA + """    if tid == 0:
         copy_async(A_smem[0:64, 0:64], A[0:64, 0:64], dispatch="tma", mbar=bar.ptr_to([0]))

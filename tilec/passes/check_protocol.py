@@ -10,6 +10,9 @@ before tile primitives are lowered), and changes nothing.  Each check has a name
 
 - `missing-wait`: shared memory a TMA load fills is read with no
   `ptx.mbarrier.try_wait` on that load's barrier in between;
+- `cp-async-wait`: shared memory a cp.async copy (`copy_async` from global
+  without `mbar`) fills is read with no `ptx.cp_async.wait_group` or
+  `wait_all` in between;
 - `expect-tx`: an `expect_tx` byte count differs from the bytes the TMA
   loads beside it signal to the same barrier;
 - `missing-proxy-fence`: threads write shared memory that a TMA store, a
@@ -50,7 +53,8 @@ from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.symbols import KernelSymbols, analyze_kernel
 from tilec.compiler.tile_op import TileOp
 
-CHECKS = ("missing-wait", "expect-tx", "missing-proxy-fence", "wgmma-wait", "divergent-sync", "cta-group-mix")
+CHECKS = ("missing-wait", "cp-async-wait", "expect-tx", "missing-proxy-fence", "wgmma-wait", "divergent-sync",
+          "cta-group-mix")
 
 _ALLOW = re.compile(r"#.*\btilec:\s*allow\(([^)]*)\)")
 
@@ -153,26 +157,30 @@ def _barrier(mbar: Optional[ir.Expr]) -> Optional[str]:
 @attrs.frozen(eq=False)
 class _Pending:
     """An access still in flight: a TMA load into `region` (on `barrier`), a
-    thread write not yet fenced, or a wgmma accumulator."""
+    cp.async copy, a thread write not yet fenced, or a wgmma accumulator."""
 
     region: ir.Expr
     span: Optional[ir.Span]
     barrier: Optional[str] = None
 
 
+_FIELDS = ("tma", "cp_async", "writes", "accumulators")
+
+
 @attrs.define
 class _State:
     tma: list = attrs.field(factory=list)
+    cp_async: list = attrs.field(factory=list)
     writes: list = attrs.field(factory=list)
     accumulators: list = attrs.field(factory=list)
 
     def copy(self) -> "_State":
-        return _State(list(self.tma), list(self.writes), list(self.accumulators))
+        return _State(*(list(getattr(self, f)) for f in _FIELDS))
 
     def join(self, before: "_State", *paths: "_State") -> None:
         """Pending after the paths: what was pending before survives only if
         every path left it; what a path started survives."""
-        for field in ("tma", "writes", "accumulators"):
+        for field in _FIELDS:
             old = getattr(before, field)
             kept = [p for p in old if all(p in getattr(s, field) for s in paths)]
             new = [p for s in paths for p in getattr(s, field) if p not in old]
@@ -180,7 +188,7 @@ class _State:
 
     def forget(self, name: str) -> None:
         """A name was assigned: regions indexed by it mean other elements now."""
-        for field in ("tma", "writes", "accumulators"):
+        for field in _FIELDS:
             setattr(self, field, [p for p in getattr(self, field) if not _mentions(p.region, name)])
 
 
@@ -261,6 +269,12 @@ class _Flow:
                     f"'{_buffer_name(operand)}' is read here while the TMA load into it on line "
                     f"{_line(p.span)} may still be in flight: wait on its barrier "
                     f"('ptx.mbarrier.try_wait({p.barrier}...)') first"), span)
+        for p in state.cp_async:
+            if _overlap(operand, p.region):
+                self.report("cp-async-wait", (
+                    f"'{_buffer_name(operand)}' is read here while the cp.async copy into it on line "
+                    f"{_line(p.span)} may still be in flight: ptx.cp_async.commit_group() and "
+                    "ptx.cp_async.wait_group(..) first"), span)
         if async_proxy:
             for p in state.writes:
                 if _overlap(operand, p.region):
@@ -285,6 +299,9 @@ class _Flow:
             waited = _barrier(call.args[0]) if call.args else None
             state.tma = [p for p in state.tma if waited is None or p.barrier != waited]
             return
+        if f in ("ptx.cp_async.wait_group", "ptx.cp_async.wait_all"):
+            state.cp_async = []
+            return
         if f == "ptx.fence.proxy_async":
             state.writes = []
             return
@@ -308,6 +325,8 @@ class _Flow:
                 mbar = op.kwargs.get("mbar")  # without one it is a cp.async (waited with its groups)
                 if mbar is not None:
                     state.tma.append(_Pending(dst, span, _barrier(mbar)))
+                else:
+                    state.cp_async.append(_Pending(dst, span))
             elif dst_scope in ("shared", "shared.dyn") and name != "copy_async":
                 state.writes.append(_Pending(dst, span))
         elif name == "fill" and args:
