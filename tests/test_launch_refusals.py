@@ -8,6 +8,7 @@ The CPU tests go through the pure checks (`check_args`, `check_smem`,
 `device_arch`) and through `CompiledModule.kernel` with faked device
 properties; the GPU tests make each refused call for real, then launch the
 kernel correctly to show that the refusal left the CUDA context usable."""
+import copy
 import gc
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import tilec
 from test_runtime_gpu import DeviceBuffer
 from tilec.runtime import driver
 from tilec.runtime.launch import LaunchError, check_args, check_smem
-from tilec.runtime.module import device_arch
+from tilec.runtime.module import CompiledModule, device_arch
 
 ROOT = Path(__file__).resolve().parent.parent
 TMA_COPY = ROOT / "examples" / "tma_copy.tile"  # A: f16[8, 256] read through a tensor map, B: f16[8, 256]
@@ -212,8 +213,14 @@ def test_device_refuses_non_contiguous_and_misaligned_tma_arrays(hopper):
 
 @pytest.mark.gpu
 def test_device_refuses_more_shared_memory_than_it_has(hopper):
+    """The compiler already refuses more than the target allows
+    (tests/test_bad_inputs.py); the load still checks the device, for a
+    kernel.json written elsewhere (a C++ host's, or one edited by hand)."""
     limit = driver.device().max_dynamic_smem
-    module = tilec.compile(BIG_SMEM, defines={"SMEM": limit + 1024})
+    fits = tilec.compile(BIG_SMEM, defines={"SMEM": 1024})
+    meta = copy.deepcopy(fits.meta)
+    meta["kernels"][0]["dynamic_smem"] = limit + 1024
+    module = CompiledModule(fits.ptx, meta, fits.target)
     with pytest.raises(LaunchError, match=f"needs {limit + 1024} bytes of dynamic shared memory.*than the {limit}"):
         module.kernel()
     run_correctly(tilec.compile(TMA_COPY).kernel())
