@@ -35,6 +35,9 @@ SEEDS = [
     BadInput("400 chained metas", _HEAD + "    meta m0 = n\n"
              + "".join(f"    meta m{i + 1} = m{i} * 3 + tx\n" for i in range(400))
              + "    A[0] = convert(m400, f32)\n", 2, "nests too deeply"),
+    BadInput("40 chained metas: printable only 100 levels deep (fuzz seed 18, input 3521)",
+             _HEAD + "    meta m0 = n\n" + "".join(f"    meta m{i + 1} = m{i} * 3 + tx\n" for i in range(40))
+             + "    A[0] = convert(m40, f32)\n", 45, "once metas and helpers are substituted"),
     BadInput("invalid UTF-8", (_HEAD + "    # caf\xe9\n    A[0] = 1.0\n").encode("latin-1"), 4, "not valid UTF-8"),
     BadInput("form feed in a comment", _HEAD + "    # a\x0cb\n    x = undefined_name\n", 5, "not defined"),
     BadInput("U+2028 in a comment", _HEAD + "    # a\u2028b\n    x = undefined_name\n", 5, "not defined"),

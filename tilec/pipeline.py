@@ -14,6 +14,7 @@ import attrs
 from tilec.compiler import ir, targets
 from tilec.compiler.passmanager import Options, PassContext, PassManager
 from tilec.compiler.verifier import verify
+from tilec.grammar.parser import check_printable
 from tilec.passes.check_asserts import CheckAsserts
 from tilec.passes.check_protocol import CheckProtocol
 from tilec.passes.canonicalize_layouts import CanonicalizeLayouts
@@ -54,7 +55,7 @@ def pass_manager() -> PassManager:
     `Options.verify_each` after every later pass.  Its product is the PTX."""
     return PassManager(
         default_passes(),
-        verify=lambda module, ctx: verify(module, ctx.target),
+        verify=lambda module, ctx: (verify(module, ctx.target), check_printable(module)),
         verify_after=("fold-constants",),
         verify_requires=("expanded", "asserts-checked", "scheduler-lowered", "folded"),
         products=("ptx",),

@@ -31,7 +31,7 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
 from lark.indenter import Indenter
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.lexicon import LAYOUT_HEADS, NAMESPACES, RESERVED
@@ -239,6 +239,42 @@ def _check_depth(tree, filename: str) -> None:
                 span,
             )
         stack.extend((c, depth + 1) for c in reversed(node.children) if isinstance(c, Tree))
+
+
+def check_printable(module: ir.Module) -> None:
+    """A located error for a kernel statement whose printed text would nest
+    deeper than `MAX_DEPTH`, so that `parse(print_module(m)) == m` holds for
+    every module the pipeline accepts.  Substituting metas and helpers can
+    deepen an expression far past what was written (a chain of metas each
+    using the last); such a statement is refused where it stands.  Only
+    statements whose IR is at least a third of the limit deep are printed
+    and measured, so this costs nothing on ordinary kernels."""
+    from tilec.compiler.printer import print_stmt  # the printer is not needed to parse
+
+    for kernel in module.kernels:
+        for stmt in kernel.body:
+            if _ir_depth(stmt) * 3 < MAX_DEPTH:
+                continue
+            text = "kernel k():\n" + print_stmt(stmt, 1) + "\n"
+            try:
+                parse(text, "<printed>")
+            except TilecError as err:
+                if "nested too deeply" not in err.message:
+                    raise
+                raise TilecError(
+                    f"once metas and helpers are substituted, this statement nests more than {MAX_DEPTH} "
+                    "levels deep; bind parts of it to variables",
+                    stmt.span,
+                ) from None
+
+
+def _ir_depth(node: ir.Node) -> int:
+    best, stack = 0, [(node, 1)]
+    while stack:
+        n, depth = stack.pop()
+        best = max(best, depth)
+        stack.extend((c, depth + 1) for c in visit.children(n))
+    return best
 
 
 def _eof(text: str):
