@@ -46,6 +46,8 @@ SMALL = {
     "hopper/hgemm_v7.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
     # a ring that wraps three times, the last pass partial
     "hopper/gemm_small_m.tile": {"M": 24, "N": 128, "K": 576, "STAGES": 3},
+    # ragged in M, N and K: cp.async zero-fills, the stores are guarded
+    "ampere/gemm_cp_async.tile": {"M": 136, "N": 144, "K": 72},
     "runtime_add.tile": {},
     "gemm_mma_bf16_k8.tile": {},
     "gemm_async_tcgen05_pair.tile": {},
@@ -76,7 +78,7 @@ NOT_LAUNCHED = {
 
 def example_names() -> list[str]:
     """Every example, as its path under examples/."""
-    paths = sorted(EXAMPLES.glob("*.tile")) + sorted(EXAMPLES.glob("hopper/*.tile"))
+    paths = sorted(EXAMPLES.glob("*.tile")) + sorted(EXAMPLES.glob("*/*.tile"))
     return [p.relative_to(EXAMPLES).as_posix() for p in paths]
 
 
