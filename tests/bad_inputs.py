@@ -38,6 +38,9 @@ SEEDS = [
     BadInput("40 chained metas: printable only 100 levels deep (fuzz seed 18, input 3521)",
              _HEAD + "    meta m0 = n\n" + "".join(f"    meta m{i + 1} = m{i} * 3 + tx\n" for i in range(40))
              + "    A[0] = convert(m40, f32)\n", 45, "once metas and helpers are substituted"),
+    BadInput("assigning a run-time extent (fuzz seed 18, input 1978)",
+             "kernel k(A: f16[count]):\n    tid = thread_id([32])\n    if tid == 0:\n        count = 1\n",
+             4, "cannot assign to run-time extent 'count'"),
     BadInput("invalid UTF-8", (_HEAD + "    # caf\xe9\n    A[0] = 1.0\n").encode("latin-1"), 4, "not valid UTF-8"),
     BadInput("form feed in a comment", _HEAD + "    # a\x0cb\n    x = undefined_name\n", 5, "not defined"),
     BadInput("U+2028 in a comment", _HEAD + "    # a\u2028b\n    x = undefined_name\n", 5, "not defined"),

@@ -257,6 +257,7 @@ def _describe(sym: Symbol) -> str:
     return {
         "buffer": "buffer",
         "scalar_param": "scalar parameter",
+        "dim": "run-time extent",
         "tensormap": "tensor map",
         "launch_id": "launch id",
         "pool": "shared-memory pool",
