@@ -62,6 +62,7 @@ def test_compile_configs_compiles_each_and_names_the_rejected():
 
 
 def test_remembered_winner_is_read_back_and_bad_entries_are_misses(tmp_path, monkeypatch):
+    tmp_path.chmod(0o700)
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     space = autotune.configs({"S": [3, 4]})
     autotune._write_winner("k1", {"S": 4}, {"S=3": 1.0, "S=4": 0.5}, "dev")
@@ -72,12 +73,18 @@ def test_remembered_winner_is_read_back_and_bad_entries_are_misses(tmp_path, mon
         path.write_text(body, encoding="latin-1")
         assert autotune._read_winner("k1", space) is None
     assert autotune._read_winner("missing", space) is None
-    assert not [p for p in (tmp_path / "autotune").iterdir() if p.name.startswith(".tmp")]
+    assert not [p for p in (tmp_path / "autotune").iterdir() if p.name.startswith(".")]
+    # a link planted where the winner would be is not followed
+    path.unlink()
+    (tmp_path / "elsewhere.json").write_text('{"config": {"S": 3}}')
+    path.symlink_to(tmp_path / "elsewhere.json")
+    assert autotune._read_winner("k1", space) is None
 
 
 @pytest.mark.gpu
 def test_tune_picks_a_working_configuration_and_remembers_it(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
+    tmp_path.chmod(0o700)
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     M, N, K = 1024, 1024, 512

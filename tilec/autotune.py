@@ -28,7 +28,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
@@ -307,20 +306,25 @@ def _key(text, fixed, target, kernel, candidates, dev, bucket_of) -> str:
 
 
 def _winner_path(key: str):
-    from tilec.cache_dir import cache_dir
+    """Where the winner for `key` lives: `autotune/` in the compile cache's
+    directory, under the same rules (private, no links); None when the
+    cache is off or cannot be created."""
+    from tilec.runtime import cache
 
-    return cache_dir() / "autotune" / f"{key}.json"
+    base = cache.directory()
+    return None if base is None else base / "autotune" / f"{key}.json"
 
 
 def _read_winner(key: str, candidates: list[Config]) -> Optional[Config]:
     """The remembered winner, if there is a well-formed one naming a
     configuration of this space; anything else is a miss."""
-    from tilec.cache_dir import enabled
+    from tilec.compiler.files import read_no_follow
 
-    if not enabled():
+    path = _winner_path(key)
+    if path is None:
         return None
     try:
-        data = json.loads(_winner_path(key).read_text(encoding="utf-8"))
+        data = json.loads(read_no_follow(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     config = data.get("config") if isinstance(data, dict) else None
@@ -328,20 +332,17 @@ def _read_winner(key: str, candidates: list[Config]) -> Optional[Config]:
 
 
 def _write_winner(key: str, config: Config, times: dict, device_name: str) -> None:
-    """Write the winner atomically (a temporary file renamed over the
-    name); a cache directory that cannot be written leaves nothing."""
-    from tilec.cache_dir import enabled
+    """Write the winner atomically, never through a link; a cache
+    directory that cannot be written leaves nothing."""
+    from tilec.compiler.files import write_atomic
 
-    if not enabled():
-        return
     path = _winner_path(key)
+    if path is None:
+        return
     body = json.dumps({"config": config, "device": device_name, "times_ms": times}, sort_keys=True)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(body)
-        os.replace(tmp, path)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        write_atomic(path, body)
     except OSError:
         return
 
