@@ -197,13 +197,14 @@ def _check_wgmma_mma(values: Dict, span) -> None:
         raise err.with_span(span)
 
 
-def _wgmma_scale_d(e, op) -> str:
-    """scale-d as a predicate register (0: D = A*B, 1: D += A*B)."""
-    if op.is_reg:
-        return str(op)
-    p = e.reg("bool")
-    e.line(f"setp.ne.u32 {p}, {op}, 0;")
-    return p
+def _as_pred(e, p) -> str:
+    """`p` as a predicate register: itself when it is one, else `p != 0`
+    (wgmma's scale-d, 0: D = A*B, 1: D += A*B; vote's operand)."""
+    if p.is_reg:
+        return str(p)
+    r = e.reg("bool")
+    e.line(f"setp.ne.u32 {r}, {p}, 0;")
+    return r
 
 
 def _wgmma_opcode(e, a, trans_a) -> str:
@@ -229,7 +230,7 @@ def _wgmma_opcode(e, a, trans_a) -> str:
 
 def _wgmma_mma_async(e, a) -> None:
     head, imm = _wgmma_opcode(e, a, a.trans_a)
-    scale = _wgmma_scale_d(e, a.scale_d)
+    scale = _as_pred(e, a.scale_d)
     e.line(f"{head} {a.d}, {a.a_desc}, {a.b_desc}, {scale}{imm};")
 
 
@@ -237,7 +238,7 @@ def _wgmma_mma_async_rs(e, a) -> None:
     head, imm = _wgmma_opcode(e, a, None)
     if len(a.a) == 4 and all(x.is_reg and x.type in ("u32", "i32") for x in a.a):
         # packed already (gemm_async packs 16-bit A fragments before its wgmma.fence)
-        scale = _wgmma_scale_d(e, a.scale_d)
+        scale = _as_pred(e, a.scale_d)
         e.line(f"{head} {a.d}, {Operands(a.a)}, {a.b_desc}, {scale}{imm};")
         return
     per = 32 // DTYPES[a.dtype].bits  # values in one 32-bit register
@@ -256,7 +257,7 @@ def _wgmma_mma_async_rs(e, a) -> None:
         packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(a.a[0::2], a.a[1::2]))
     else:
         raise TilecError(f"wgmma with A in registers takes 16- or 8-bit elements, not {a.dtype}")
-    scale = _wgmma_scale_d(e, a.scale_d)
+    scale = _as_pred(e, a.scale_d)
     e.line(f"{head} {a.d}, {packed}, {a.b_desc}, {scale}{imm};")
 
 
@@ -813,14 +814,6 @@ def _redux(e, a) -> None:
     else:
         raise TilecError(f"redux.sync reduces i32 or u32 (f32 min/max on sm_100a), got a {t}")
     e.line(f"redux.sync.{a.op}.{suffix} {a.result}, {_in_reg(e, a.x, t)}, {a.mask};")
-
-
-def _as_pred(e, p) -> str:
-    if p.is_reg:
-        return str(p)
-    r = e.reg("bool")
-    e.line(f"setp.ne.u32 {r}, {p}, 0;")
-    return r
 
 
 def _vote(mode: str):
