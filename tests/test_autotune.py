@@ -66,10 +66,12 @@ def test_remembered_winner_is_read_back_and_bad_entries_are_misses(tmp_path, mon
     monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
     space = autotune.configs({"S": [3, 4]})
     autotune._write_winner("k1", {"S": 4}, {"S=3": 1.0, "S=4": 0.5}, "dev")
-    assert autotune._read_winner("k1", space) == {"S": 4}
+    assert autotune._read_winner("k1", space) == ({"S": 4}, {"S=3": 1.0, "S=4": 0.5})
     # a winner outside the space, malformed JSON, or a wrong shape: misses
     path = tmp_path / "autotune" / "k1.json"
-    for body in ('{"config": {"S": 9}}', "{not json", "[1, 2]", '{"config": 4}', "\xff"):
+    for body in ('{"config": {"S": 9}}', "{not json", "[1, 2]", '{"config": 4}', "\xff",
+                 '{"config": {"S": 4}}', '{"config": {"S": 4}, "times_ms": {"S=3": 1.0}}',
+                 '{"config": {"S": 4}, "times_ms": {"S=4": "fast"}}'):
         path.write_text(body, encoding="latin-1")
         assert autotune._read_winner("k1", space) is None
     assert autotune._read_winner("missing", space) is None
@@ -110,6 +112,7 @@ def test_tune_picks_a_working_configuration_and_remembers_it(tmp_path, monkeypat
     autotune._memo.clear()
     other = autotune.tune(V7, space, inputs, defines={**fixed, "M": 1000}, runs=5, progress=False)
     assert other.how == "disk" and other.config == tuned.config  # same bucket
+    assert other.times_ms == tuned.times_ms
     untuned = autotune.tune(V7, space, inputs, defines=fixed, enabled=False,
                             default={"BLK_N": 256, "STAGES": 4})
     assert untuned.how == "default" and untuned.config == {"BLK_N": 256, "STAGES": 4}

@@ -46,7 +46,8 @@ class Tuned:
     """The outcome of `tune`: the loaded kernel, the configuration it was
     compiled with, and how it was chosen (`how`: "tuned", "disk" or
     "default").  `times_ms` maps each timed configuration (as text) to its
-    median milliseconds; `rejected` maps configurations that failed to
+    median milliseconds, as measured when it was tuned (read back with a
+    remembered winner; empty for "default"); `rejected` maps configurations that failed to
     compile or load to the reason."""
 
     kernel: Any
@@ -161,8 +162,9 @@ def tune(
         return _memo[key]
     remembered = _read_winner(key, candidates)
     if remembered is not None:
-        module = _compile(text, filename, {**fixed, **remembered}, target)
-        tuned = Tuned(module.kernel(kernel), remembered, {**fixed, **remembered}, "disk")
+        config, times = remembered
+        module = _compile(text, filename, {**fixed, **config}, target)
+        tuned = Tuned(module.kernel(kernel), config, {**fixed, **config}, "disk", times)
         _memo[key] = tuned
         return tuned
 
@@ -315,9 +317,10 @@ def _winner_path(key: str):
     return None if base is None else base / "autotune" / f"{key}.json"
 
 
-def _read_winner(key: str, candidates: list[Config]) -> Optional[Config]:
-    """The remembered winner, if there is a well-formed one naming a
-    configuration of this space; anything else is a miss."""
+def _read_winner(key: str, candidates: list[Config]) -> Optional[tuple[Config, dict]]:
+    """The remembered winner and the times it was chosen by, if there is a
+    well-formed entry naming a configuration of this space with its own
+    time among them; anything else is a miss."""
     from tilec.compiler.files import read_no_follow
 
     path = _winner_path(key)
@@ -327,8 +330,16 @@ def _read_winner(key: str, candidates: list[Config]) -> Optional[Config]:
         data = json.loads(read_no_follow(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    config = data.get("config") if isinstance(data, dict) else None
-    return config if isinstance(config, dict) and config in candidates else None
+    if not isinstance(data, dict):
+        return None
+    config, times = data.get("config"), data.get("times_ms")
+    if not isinstance(config, dict) or config not in candidates or not isinstance(times, dict):
+        return None
+    if config_text(config) not in times or not all(
+        isinstance(t, (int, float)) and not isinstance(t, bool) for t in times.values()
+    ):
+        return None
+    return config, times
 
 
 def _write_winner(key: str, config: Config, times: dict, device_name: str) -> None:
