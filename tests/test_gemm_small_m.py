@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import wgmma_ptx_sim
+from test_hopper_gemm import inputs, relative_error
 from tilec.compiler.diagnostics import TilecError
 from tilec.pipeline import compile_source
 from tilec.runtime.assemble import assemble
@@ -21,17 +22,8 @@ def build(name, **defines):
 
 
 def operands(m, n, k, seed=0):
-    rng = np.random.default_rng(seed)
-    A = rng.standard_normal((m, k)).astype(np.float16)
-    B = rng.standard_normal((n, k)).astype(np.float16)
+    A, B = inputs(m, n, k, seed)
     return A, B, A.astype(np.float64) @ B.astype(np.float64).T
-
-
-def relative_error(d, ref) -> float:
-    d = d.astype(np.float64)
-    if np.isnan(d).any():
-        return float("inf")
-    return float(np.linalg.norm(d - ref) / np.linalg.norm(ref))
 
 
 @pytest.mark.parametrize("m", [8, 16, 64, 136, 256])
