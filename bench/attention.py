@@ -4,6 +4,7 @@ H100.  A benchmark, not a test: it checks every kernel once, then times it.
 
     python3 bench/attention.py [--seqs 1024 4096 8192 16384] [--dims 64 128]
                                [--dtypes f16 bf16] [--tokens 16384] [--hidden 2048] [--runs 50]
+                               [--variant NAME[:KEY=VALUE,...]]...
 
 (tilec installed; else PYTHONPATH=. from the repo root.)  At each sequence
 length the total tokens and the hidden size are fixed, as in the
@@ -12,7 +13,10 @@ hidden / d, so every size does the same work per token.  Q, K, V, O are
 torch's [batch, heads, seq, d] row-major tensors; the tilec kernel sees them
 as [batch * heads * seq, d] and is compiled per size (-D BH, SEQ, D, CAUSAL,
 SCALE_LOG2).  The bf16 kernel is the same source with its element type
-replaced.
+replaced.  Each --variant is the kernel compiled with further -D defines
+(say `--variant base --variant s3:STAGES=3`), timed side by side with the
+others on the same inputs, each a row of its own; without one, the kernel as
+written, named `tilec`.
 
 Correctness, before timing, on fresh random inputs (standard normal): the
 tilec output (NaN-poisoned first) and its log-sum-exp against a float32
@@ -56,13 +60,14 @@ REF_ROWS = 2048  # query rows per chunk of the float32 reference
 
 
 def compile_config(config):
-    """(PTX, kernel.json) of the kernel for (dtype, B * H, seq, d, causal)."""
-    dtype, bh, seq, d, causal = config
+    """(PTX, kernel.json) of the kernel for (dtype, B * H, seq, d, causal,
+    the variant's own defines)."""
+    dtype, bh, seq, d, causal, extra = config
     text = SOURCE.read_text()
     if dtype != "f16":
         text = re.sub(r"\bf16\b", dtype, text)
     defines = {"BH": bh, "SEQ": seq, "D": d, "CAUSAL": int(causal), "SCALE_LOG2": math.log2(math.e) / math.sqrt(d)}
-    result = compile_source(text, str(SOURCE), target="sm_90a", defines=defines)
+    result = compile_source(text, str(SOURCE), target="sm_90a", defines={**defines, **extra})
     return result.ptx, result.meta
 
 
@@ -103,6 +108,23 @@ def errors(o, lse, q, k, v, causal: bool):
     return math.sqrt(num / den), lse_err
 
 
+def variant(spec: str) -> tuple[str, dict[str, int]]:
+    """`NAME[:KEY=VALUE,...]` -> (NAME, {KEY: int(VALUE)})."""
+    name, _, rest = spec.partition(":")
+    defines = {}
+    for item in filter(None, rest.split(",")):
+        key, eq, value = item.partition("=")
+        if not (name and eq and key.isidentifier()):
+            raise argparse.ArgumentTypeError(f"'{spec}': expected NAME or NAME:KEY=VALUE,KEY=VALUE")
+        try:
+            defines[key] = int(value, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{spec}': {key}'s value '{value}' is not an integer") from None
+    if not name or len(name) > 10:
+        raise argparse.ArgumentTypeError(f"'{spec}': the name must be 1 to 10 characters")
+    return name, defines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seqs", type=int, nargs="+", default=[1024, 4096, 8192, 16384])
@@ -111,7 +133,10 @@ def main() -> None:
     parser.add_argument("--causal", nargs="+", choices=("no", "yes"), default=["no", "yes"])
     parser.add_argument("--tokens", type=int, default=16384)
     parser.add_argument("--hidden", type=int, default=2048)
+    parser.add_argument("--variant", type=variant, action="append", dest="variants",
+                        help="NAME[:KEY=VALUE,...]: the kernel with these -D defines (repeatable)")
     args = parse_with_timing(parser)
+    variants = dict(args.variants or [("tilec", {})])
     hopper_properties()
     torch.backends.cuda.matmul.allow_tf32 = False  # a float32 reference, not tf32
     stream = torch.cuda.current_stream()
@@ -123,13 +148,14 @@ def main() -> None:
                for d in args.dims for seq in args.seqs]
     shapes = {c: (max(1, args.tokens // c[3]), args.hidden // c[2]) for c in configs}
     # every kernel compiled up front, in parallel (the compiler is pure Python)
+    builds = [(c, name) for c in configs for name in variants]
     with ProcessPoolExecutor() as pool:
-        built = dict(zip(configs, pool.map(compile_config, [(dt, b * h, seq, d, causal) for (dt, causal, d, seq), (b, h)
-                                                            in ((c, shapes[c]) for c in configs)])))
+        built = dict(zip(builds, pool.map(compile_config, [(dt, shapes[c][0] * shapes[c][1], seq, d, causal, variants[name])
+                                                           for c, name in builds for dt, causal, d, seq in [c]])))
     # ... and loaded (assembled and JIT-compiled by the driver) in threads
     with ThreadPoolExecutor(8) as threads:
-        kernels = dict(zip(configs, threads.map(lambda c: CompiledModule(*built[c], "sm_90a").kernel(), configs)))
-    ratios = {}
+        kernels = dict(zip(builds, threads.map(lambda b: CompiledModule(*built[b], "sm_90a").kernel(), builds)))
+    ratios = {name: {} for name in variants}
     for dtype, causal, d, seq in configs:
         B, H = shapes[dtype, causal, d, seq]
         shape = (B, H, seq, d)
@@ -150,29 +176,32 @@ def main() -> None:
                 continue
             times[name] = ms
             print(head + f"{name:<10}{ms:>9.3f}{flop / ms / 1e9:>9.1f}{err:>10.1e}")
-        kernel = kernels[dtype, causal, d, seq]
         flat = [t.view(B * H * seq, d) for t in (q, k, v)]
-        o = torch.full(shape, float("nan"), dtype=DTYPES[dtype], device="cuda")
-        lse = torch.full((B, H, seq), float("nan"), dtype=torch.float32, device="cuda")
-        launch = lambda: kernel(*flat, o.view(B * H * seq, d), lse.view(-1), stream=stream)
-        launch()
-        torch.cuda.synchronize()
-        err, lse_err = errors(o, lse, q, k, v, causal)
-        if not (err <= MAX_ERROR[dtype] and lse_err <= MAX_LSE_ERROR):
-            print(head + f"{'tilec':<10}{'WRONG':>9}{'':>9}{err:>10.1e}{lse_err:>10.1e}")
-            continue
-        ms = median_ms(launch, args.runs, args.warmup)
-        vs = "  ".join(f"{n} {times[n] / ms:.2f}x" for n in times)
-        ratios[dtype, causal, d, seq] = {n: times[n] / ms for n in times}
-        print(head + f"{'tilec':<10}{ms:>9.3f}{flop / ms / 1e9:>9.1f}{err:>10.1e}{lse_err:>10.1e}  {vs}")
-    flash = [r["flash"] for r in ratios.values() if "flash" in r]
-    if flash:
-        print(f"first bar (>= 1.0x flash at every size): min {min(flash):.2f}x over {len(flash)} sizes, "
-              f"{'met' if min(flash) >= 1.0 else 'NOT met'}")
-    goal = [r["cudnn"] for (dt, c, d, s), r in ratios.items() if d == 128 and s >= 4096 and "cudnn" in r]
-    if goal:
-        print(f"goal (>= 1.0x cuDNN at seq >= 4096, d = 128): min {min(goal):.2f}x over {len(goal)} sizes, "
-              f"{'met' if min(goal) >= 1.0 else 'NOT met'}")
+        for name in variants:
+            kernel = kernels[(dtype, causal, d, seq), name]
+            o = torch.full(shape, float("nan"), dtype=DTYPES[dtype], device="cuda")
+            lse = torch.full((B, H, seq), float("nan"), dtype=torch.float32, device="cuda")
+            launch = lambda: kernel(*flat, o.view(B * H * seq, d), lse.view(-1), stream=stream)
+            launch()
+            torch.cuda.synchronize()
+            err, lse_err = errors(o, lse, q, k, v, causal)
+            if not (err <= MAX_ERROR[dtype] and lse_err <= MAX_LSE_ERROR):
+                print(head + f"{name:<10}{'WRONG':>9}{'':>9}{err:>10.1e}{lse_err:>10.1e}")
+                continue
+            ms = median_ms(launch, args.runs, args.warmup)
+            vs = "  ".join(f"{n} {times[n] / ms:.2f}x" for n in times)
+            ratios[name][dtype, causal, d, seq] = {n: times[n] / ms for n in times}
+            print(head + f"{name:<10}{ms:>9.3f}{flop / ms / 1e9:>9.1f}{err:>10.1e}{lse_err:>10.1e}  {vs}")
+    for name, by_size in ratios.items():
+        label = f"{name}: " if len(variants) > 1 else ""
+        flash = [r["flash"] for r in by_size.values() if "flash" in r]
+        if flash:
+            print(f"{label}first bar (>= 1.0x flash at every size): min {min(flash):.2f}x over {len(flash)} sizes, "
+                  f"{'met' if min(flash) >= 1.0 else 'NOT met'}")
+        goal = [r["cudnn"] for (dt, c, d, s), r in by_size.items() if d == 128 and s >= 4096 and "cudnn" in r]
+        if goal:
+            print(f"{label}goal (>= 1.0x cuDNN at seq >= 4096, d = 128): min {min(goal):.2f}x over {len(goal)} sizes, "
+                  f"{'met' if min(goal) >= 1.0 else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -103,24 +103,31 @@ def simulate(r, args, ctas=None):
     assert not model.pending
 
 
-@pytest.mark.parametrize("causal", [0, 1])
-def test_simulated_block_matches_numpy(causal):
+@pytest.mark.parametrize("causal, bh, group, cta, head", [(0, 1, 1, 0, 0), (1, 3, 2, 4, 2)])
+def test_simulated_block_matches_numpy(causal, bh, group, cta, head):
     """The last query block of a 256-long head: two K/V tiles (the diagonal
     one masked when causal), so the ring wraps, the online softmax rescales
-    and both consumers ping-pong."""
+    and both consumers ping-pong.  CTAs walk the heads in groups of `group`
+    (L2_KV_BYTES set to that many heads' K and V), longest block first: with
+    3 heads in groups of 2, CTAs 0-3 are heads 0 and 1, and CTA 4 the first
+    of the last, smaller group: head 2, block 1."""
     seq, d = 256, 64
-    r = build(D=d, SEQ=seq, BH=1, CAUSAL=causal)
+    r = build(D=d, SEQ=seq, BH=bh, CAUSAL=causal, L2_KV_BYTES=group * seq * d * 2 * 2)
     rng = np.random.default_rng(causal)
-    q, k, v = (rng.standard_normal((seq, d)).astype(np.float16) for _ in range(3))
-    out = np.full((seq, d), np.nan, np.float16)
-    lse = np.full(seq, np.nan, np.float32)
-    simulate(r, {"Q": q, "K": k, "V": v, "O": out, "LSE": lse}, ctas=[(0, 0, 0)])  # CTA 0: block 1
-    ref_o, ref_lse = reference(q, k, v, bool(causal))
+    q, k, v = (rng.standard_normal((bh * seq, d)).astype(np.float16) for _ in range(3))
+    out = np.full((bh * seq, d), np.nan, np.float16)
+    lse = np.full(bh * seq, np.nan, np.float32)
+    simulate(r, {"Q": q, "K": k, "V": v, "O": out, "LSE": lse}, ctas=[(cta, 0, 0)])
+    heads = slice(head * seq, head * seq + seq)
+    ref_o, ref_lse = reference(q[heads], k[heads], v[heads], bool(causal))
     rows = slice(128, 256)
-    err = np.linalg.norm(out[rows].astype(np.float64) - ref_o[rows]) / np.linalg.norm(ref_o[rows])
+    got = out[heads][rows].astype(np.float64)
+    err = np.linalg.norm(got - ref_o[rows]) / np.linalg.norm(ref_o[rows])
     assert err < 2e-3, err
-    np.testing.assert_allclose(lse[rows], ref_lse[rows], atol=1e-3)
-    assert np.isnan(out[:128]).all()  # the other block is CTA 1's
+    np.testing.assert_allclose(lse[heads][rows], ref_lse[rows], atol=1e-3)
+    written = np.zeros(bh * seq, bool)
+    written[head * seq + 128: head * seq + 256] = True
+    assert np.isnan(out[~written]).all() and np.isnan(lse[~written]).all()  # every other block is another CTA's
 
 
 # --------------------------------------------------------------------------
@@ -129,10 +136,12 @@ def test_simulated_block_matches_numpy(causal):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype, d, causal, seq", [
-    ("f16", 128, 0, 512), ("f16", 64, 1, 384), ("bf16", 128, 1, 256), ("bf16", 64, 0, 1024),
+@pytest.mark.parametrize("dtype, d, causal, seq, group", [
+    ("f16", 128, 0, 512, 4), ("f16", 64, 1, 384, 6), ("bf16", 128, 1, 256, 4), ("bf16", 64, 0, 1024, 1),
 ])
-def test_matches_torch_on_the_gpu(dtype, d, causal, seq):
+def test_matches_torch_on_the_gpu(dtype, d, causal, seq, group):
+    """Every head and block of 6 heads, which CTAs walk in groups of
+    `group` heads (4: a group of 4 and one of 2)."""
     torch = pytest.importorskip("torch")
     from tilec.runtime import driver
     from tilec.runtime.module import CompiledModule
@@ -140,7 +149,7 @@ def test_matches_torch_on_the_gpu(dtype, d, causal, seq):
     if driver.device().compute_capability != (9, 0):
         pytest.skip("sm_90a needs compute capability 9.0")
     bh = 6
-    r = build(dtype, D=d, CAUSAL=causal, SEQ=seq, BH=bh)
+    r = build(dtype, D=d, CAUSAL=causal, SEQ=seq, BH=bh, L2_KV_BYTES=group * seq * d * 2 * 2)
     kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
     tdt = {"f16": torch.float16, "bf16": torch.bfloat16}[dtype]
     q, k, v = (torch.randn(bh, seq, d, dtype=tdt, device="cuda") for _ in range(3))
