@@ -59,7 +59,7 @@ SMALL = {
     "rmsnorm.tile": {"ROWS": 4, "N": 1024, "THREADS": 64, "RPC": 2},
     # two heads of two query blocks each: a K/V ring that wraps, the masked
     # diagonal tile, both consumers' ping-pong and TMA stores
-    "hopper/flash_attn_fwd.tile": {"BH": 2, "SEQ": 256, "CAUSAL": 1},
+    "hopper/flash_attn_fwd.tile": {"BH": 2, "SEQ": 256, "CAUSAL": 1, "L2_KV_BYTES": 1},  # one head per CTA group
     "runtime_tma_copy.tile": {},
     "hopper/hgemm_v7_runtime.tile": {},
 }
