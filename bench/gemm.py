@@ -46,8 +46,10 @@ MAX_ERROR = 1e-2
 GOAL = (7, 8192, "f16", 0.85)  # version, size, dtype, fraction of cuBLAS
 
 
-def kernel_source(version: int, dtype: str) -> str:
-    text = (EXAMPLES / f"hgemm_v{version}.tile").read_text()
+def source(name: str, dtype: str) -> str:
+    """examples/hopper/NAME.tile for `dtype`: the f16 source with its element
+    type replaced (the f32 accumulators and workspaces stay f32)."""
+    text = (EXAMPLES / f"{name}.tile").read_text()
     return text if dtype == "f16" else re.sub(r"\bf16\b", dtype, text)
 
 
@@ -56,7 +58,7 @@ def build(version: int, dtype: str, size: int, sm_count: int):
     if version in (6, 7):
         defines["SM_COUNT"] = sm_count
     path = EXAMPLES / f"hgemm_v{version}.tile"
-    result = compile_source(kernel_source(version, dtype), str(path), target="sm_90a", defines=defines)
+    result = compile_source(source(f"hgemm_v{version}", dtype), str(path), target="sm_90a", defines=defines)
     return CompiledModule(result.ptx, result.meta, "sm_90a").kernel()
 
 

@@ -4,12 +4,22 @@ projection shapes of 8B- and 70B-parameter LLMs, in one run on an H100.
 A benchmark, not a test.
 
     python3 bench/gemm_sweep.py [--sets square llm] [--dtypes f16 bf16] [--ms 16 64 128 512 2048 8192]
+                                [--squares 512 1024] [--layers 8B:o 70B:qkv]
 
 D = A @ B^T with A row-major M x K (activations) and B row-major N x K (a
 torch Linear's weight); cuBLAS is `torch.matmul(A, B.T)` on the same
-tensors.  For each shape tilec tunes each kernel that can run it --
-hgemm_v7 (M >= 128) over BLK_N x STAGES x GROUP, gemm_small_m (M <= 256)
-over STAGES -- on three rotating random input sets, and keeps the faster.
+tensors.  For each shape tilec tunes each kernel that can run it (KERNELS)
+on three rotating random input sets, and keeps the fastest:
+
+- hgemm_v7 (M >= 128) over eight (BLK_N, STAGES, GROUP) settings;
+- gemm_split_k, v7 with K split among SPLIT_K CTAs per tile, where the
+  tiles of 128 x 128 are no more than the SMs, over BLK_N x SPLIT_K;
+- gemm_small_m (M <= 256) over STAGES;
+- gemm_small_m_split_k where gemm_small_m has fewer CTAs than SMs, over
+  SPLIT_K x STAGES.
+
+The split-K kernels' f32 workspace and tile counters are made per
+configuration (`tune(..., workspace=)`).
 The winner writes a NaN-poisoned output that must be within 1e-2 relative
 Frobenius error of an f32 reference before both are timed (CUDA-event
 medians, each launch queued behind a GPU sleep so host launch cost is not
@@ -22,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import time
 from pathlib import Path
 
@@ -30,17 +39,51 @@ import torch
 
 from tilec import autotune
 from tilec.compiler.diagnostics import TilecError
-from gemm import DTYPES, MAX_ERROR, relative_error
+from gemm import DTYPES, EXAMPLES, MAX_ERROR, relative_error, source
 from tma_copy import median_ms
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "hopper"
-# kernel: (can it run (M, N, K), the space to tune, the default)
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def split_k_workspace(m: int, n: int):
+    """gemm_split_k's W (f32 partials, whole tiles) and C (a zeroed counter
+    per tile and consumer warpgroup) for a configuration."""
+    def make(config):
+        blk_n = config["BLK_N"]
+        tiles_m, tiles_n = cdiv(m, 128), cdiv(n, blk_n)
+        return (torch.empty(config["SPLIT_K"], tiles_m * 128, tiles_n * blk_n, device="cuda"),
+                torch.zeros(tiles_m * tiles_n * 2, dtype=torch.int32, device="cuda"))
+    return make
+
+
+def small_m_split_k_workspace(m: int, n: int):
+    """gemm_small_m_split_k's W (f32 partials of D^T) and C (a zeroed
+    counter per 64 columns of D) for a configuration."""
+    def make(config):
+        return (torch.empty(config["SPLIT_K"], n, m, device="cuda"),
+                torch.zeros(n // 64, dtype=torch.int32, device="cuda"))
+    return make
+
+
+# kernel: (can it run (M, N, K) on `sms` SMs, the space to tune, the default,
+# the workspace maker taking (M, N) or None)
 KERNELS = {
-    "hgemm_v7": (lambda m, n, k: m >= 128 and n >= 128 and k >= 64,
-                 {"BLK_N": [128, 256], "STAGES": [3, 4, 5, 6], "GROUP": [8, 16]},
-                 {"BLK_N": 256, "STAGES": 4, "GROUP": 8}),
-    "gemm_small_m": (lambda m, n, k: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 64,
-                     {"STAGES": [4, 8, 12, 16]}, None),
+    "hgemm_v7": (lambda m, n, k, sms: m >= 128 and n >= 128 and k >= 64,
+                 [{"BLK_N": 256, "STAGES": 4, "GROUP": 8}, {"BLK_N": 256, "STAGES": 4, "GROUP": 16},
+                  {"BLK_N": 256, "STAGES": 3, "GROUP": 8}, {"BLK_N": 128, "STAGES": 4, "GROUP": 8},
+                  {"BLK_N": 128, "STAGES": 4, "GROUP": 16}, {"BLK_N": 128, "STAGES": 5, "GROUP": 16},
+                  {"BLK_N": 128, "STAGES": 6, "GROUP": 8}, {"BLK_N": 128, "STAGES": 6, "GROUP": 16}],
+                 {"BLK_N": 256, "STAGES": 4, "GROUP": 8}, None),
+    "gemm_split_k": (lambda m, n, k, sms: m >= 128 and n >= 128 and k >= 128
+                     and cdiv(m, 128) * cdiv(n, 128) <= sms,
+                     {"BLK_N": [128, 256], "SPLIT_K": [2, 3, 4]}, None, split_k_workspace),
+    "gemm_small_m": (lambda m, n, k, sms: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 64,
+                     {"STAGES": [4, 8, 12, 16]}, None, None),
+    "gemm_small_m_split_k": (lambda m, n, k, sms: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 128
+                             and n // 64 < sms,
+                             {"SPLIT_K": [2, 3, 4], "STAGES": [4, 8, 16]}, None, small_m_split_k_workspace),
 }
 SQUARE = [512, 1024, 2048, 4096, 8192, 16384]
 # (model, layer, N, K): fused QKV, attention output, fused gate+up, down
@@ -52,12 +95,15 @@ LLM = [
 ]
 
 
-def shapes(sets, ms):
+def shapes(sets, ms, squares=SQUARE, layers=None):
+    """(label, M, N, K) of the sweep; `layers` (e.g. ["8B o"]) keeps only those."""
     if "square" in sets:
-        for s in SQUARE:
+        for s in squares:
             yield f"square {s}", s, s, s
     if "llm" in sets:
         for model, layer, n, k in LLM:
+            if layers and f"{model} {layer}" not in layers:
+                continue
             for m in ms:
                 yield f"{model} {layer}", m, n, k
 
@@ -70,16 +116,14 @@ def copy_gbps() -> float:
     return 2 * src.numel() * 2 / ms / 1e6
 
 
-def source(name: str, dtype: str) -> str:
-    text = (EXAMPLES / f"{name}.tile").read_text()
-    return text if dtype == "f16" else re.sub(r"\bf16\b", dtype, text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sets", nargs="+", choices=("square", "llm"), default=["square", "llm"])
     parser.add_argument("--dtypes", nargs="+", choices=sorted(DTYPES), default=["f16", "bf16"])
     parser.add_argument("--ms", type=int, nargs="+", default=[16, 64, 128, 512, 2048, 8192])
+    parser.add_argument("--squares", type=int, nargs="+", default=SQUARE)
+    parser.add_argument("--layers", nargs="+", metavar="MODEL:LAYER",
+                        choices=[f"{m}:{l}" for m, l, _, _ in LLM], help="only these LLM layers (e.g. 8B:o)")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--tune-runs", type=int, default=10)
     parser.add_argument("--log", help="write every shape's tuning times here (JSON)")
@@ -92,9 +136,10 @@ def main() -> None:
           f"median of {args.runs}; torch copy {copy:.0f} GB/s")
     print(f"{'dtype':<5} {'shape':<12}{'M':>6}{'N':>7}{'K':>7} {'cuBLAS TF/s':>11} {'tilec TF/s':>10} "
           f"{'ratio':>6} {'rel err':>8} {'tune s':>6}  {'BW cuBLAS/tilec':>15}  kernel, config")
-    ratios, log = [], []
+    ratios, log, decode = [], [], []
     for dtype in args.dtypes:
-        for label, M, N, K in shapes(args.sets, args.ms):
+        layers = args.layers and [name.replace(":", " ") for name in args.layers]
+        for label, M, N, K in shapes(args.sets, args.ms, args.squares, layers):
             tdt = DTYPES[dtype]
             flop = 2.0 * M * N * K
             nbytes = 2 * (M * K + N * K + M * N)
@@ -110,16 +155,16 @@ def main() -> None:
 
             start = time.perf_counter()
             best, notes = None, []
-            for name, (fits, space, default) in KERNELS.items():
-                if not fits(M, N, K):
+            for name, (fits, space, default, workspace) in KERNELS.items():
+                if not fits(M, N, K, props.multi_processor_count):
                     continue
                 defines = {"M": M, "N": N, "K": K}
-                if name == "hgemm_v7":
+                if name in ("hgemm_v7", "gemm_split_k"):
                     defines["SM_COUNT"] = props.multi_processor_count
                 try:
                     tuned = autotune.tune(source(name, dtype), space, inputs, defines=defines,
                                           target="sm_90a", default=default, runs=args.tune_runs,
-                                          progress=False)
+                                          progress=False, workspace=workspace and workspace(M, N))
                 except TilecError as e:
                     notes.append(f"{name}: {str(e).splitlines()[0]}")
                     continue
@@ -132,7 +177,7 @@ def main() -> None:
                 continue
             name, tuned, _ = best
             D = torch.full((M, N), float("nan"), dtype=tdt, device="cuda")
-            tuned.kernel(A, B, D, stream=stream)
+            tuned.kernel(A, B, D, *tuned.workspace, stream=stream)
             torch.cuda.synchronize()
             ref = A.float() @ B.float().T
             err = relative_error(D, ref)
@@ -141,7 +186,7 @@ def main() -> None:
             if err >= MAX_ERROR:
                 print(f"{head} {'WRONG':>10} {'':>6} {err:>8.1e} {tune_s:>6.1f}  {'':>15}  {config}")
                 continue
-            ms = median_ms(lambda: tuned.kernel(A, B, D, stream=stream), args.runs, 5)
+            ms = median_ms(lambda: tuned.kernel(A, B, D, *tuned.workspace, stream=stream), args.runs, 5)
             ratios.append(cublas_ms / ms)
             log.append({"dtype": dtype, "M": M, "N": N, "K": K, "cublas_ms": cublas_ms, "ms": ms,
                         "kernel": name, "config": tuned.config, "tuning_ms": tuned.times_ms,
@@ -149,9 +194,10 @@ def main() -> None:
             bw = ""
             if M <= 128:
                 bw = f"{nbytes / cublas_ms / 1e6 / copy:.0%}/{nbytes / ms / 1e6 / copy:.0%}"
+                decode.append(nbytes / ms / 1e6 / copy)
             print(f"{head} {flop / ms / 1e9:>10.1f} {cublas_ms / ms:>6.3f} {err:>8.1e} {tune_s:>6.1f}  "
                   f"{bw:>15}  {config}")
-            del A, B, D
+            del A, B, D, tuned
             torch.cuda.empty_cache()
     if args.log:
         Path(args.log).write_text(json.dumps(log, indent=1))
@@ -159,6 +205,9 @@ def main() -> None:
         geo = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"tilec / cuBLAS over {len(ratios)} shapes: geometric mean {geo:.3f}, min {min(ratios):.3f}, "
               f"max {max(ratios):.3f} (targets: geomean >= 1.05, min >= 0.90)")
+    if decode:
+        print(f"M <= 128: {sum(f >= 0.9 for f in decode)} of {len(decode)} shapes at >= 90% of the copy "
+              f"bandwidth (min {min(decode):.0%})")
 
 
 if __name__ == "__main__":

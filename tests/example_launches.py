@@ -46,6 +46,10 @@ SMALL = {
     "hopper/hgemm_v7.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
     # a ring that wraps three times, the last pass partial
     "hopper/gemm_small_m.tile": {"M": 24, "N": 128, "K": 576, "STAGES": 3},
+    # K in uneven splits (the last shorter), the units of a tile on two
+    # persistent CTAs; the counters are random here, so which split sums varies
+    "hopper/gemm_split_k.tile": {"M": 256, "N": 256, "K": 328, "BLK_N": 128, "SPLIT_K": 3, "SM_COUNT": 2},
+    "hopper/gemm_small_m_split_k.tile": {"M": 24, "N": 128, "K": 584, "SPLIT_K": 4, "STAGES": 3},
     # ragged in M, N and K: cp.async zero-fills, the stores are guarded
     "ampere/gemm_cp_async.tile": {"M": 136, "N": 144, "K": 72},
     "runtime_add.tile": {},

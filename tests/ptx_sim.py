@@ -305,6 +305,15 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
     if name in ("ld", "st"):
         _memory_op(name, parts, ops, regs, val, mem, shared, local)
         return
+    if name == "atom" and parts[2] == "add" and t in ("s32", "u32"):  # atom.{global,shared}.add: one thread at a time
+        a = val(ops[1].strip("[]"))
+        data, off = mem.view(a) if parts[1] == "global" else (shared, a)
+        if off % 4 or off < 0 or off + 4 > len(data):
+            raise MemoryError(f"{parts[1]} atom at offset {off} of {len(data)} bytes")
+        old = int.from_bytes(data[off:off + 4], "little")
+        data[off:off + 4] = _mask(old + num(ops[2]), 32).to_bytes(4, "little")
+        regs[ops[0]] = old
+        return
     if op.startswith("cp.async.") and parts[3] == "shared":  # cp.async.{ca,cg}.shared.global: done at once
         size = int(ops[2])
         n = size if len(ops) < 4 else int(val(ops[3], "u32"))

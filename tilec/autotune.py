@@ -48,7 +48,9 @@ class Tuned:
     "default").  `times_ms` maps each timed configuration (as text) to its
     median milliseconds, as measured when it was tuned (read back with a
     remembered winner; empty for "default"); `rejected` maps configurations that failed to
-    compile or load to the reason."""
+    compile or load to the reason.  `workspace` is what `tune`'s
+    `workspace` callable made for the chosen configuration (empty without
+    one): the trailing arguments each launch of `kernel` takes."""
 
     kernel: Any
     config: Config
@@ -56,6 +58,7 @@ class Tuned:
     how: str
     times_ms: dict = attrs.field(factory=dict)
     rejected: dict = attrs.field(factory=dict)
+    workspace: tuple = ()
 
 
 def configs(space: Mapping[str, Sequence[int]] | Sequence[Mapping[str, int]]) -> list[Config]:
@@ -124,6 +127,7 @@ def tune(
     enabled: Optional[bool] = None,
     progress: bool = True,
     bucket_of: Callable[[Mapping[str, int]], Mapping] = bucket,
+    workspace: Optional[Callable[[Config], Sequence]] = None,
 ) -> Tuned:
     """Compile `source` (a path or the text, as for `tilec.compile`) with
     `defines` plus each configuration of `space`, time the kernel on the
@@ -133,7 +137,11 @@ def tune(
     called `input_sets` times, and the timed launches rotate among the sets,
     so no configuration is timed on warm caches alone), or the sets
     themselves.  `grid` is passed to each launch: a value, or a callable
-    taking the configuration.  A configuration that fails to compile or to
+    taking the configuration.  `workspace`, a callable taking the
+    configuration, makes arguments whose shape depends on it (a split-K
+    kernel's f32 partials and tile counters); they are made once per
+    configuration, appended to each of its launches, and handed back with
+    the winner as `Tuned.workspace`.  A configuration that fails to compile or to
     load (a compile-time assert, too much shared memory) is skipped with its
     reason; if every one fails, the error lists them all."""
     from tilec.api import read_source
@@ -149,10 +157,12 @@ def tune(
             raise TilecError(f"autotune: the default {config_text(default)} is not in the space")
     if enabled is None:
         enabled = os.environ.get("TILEC_AUTOTUNE", "1") != "0"
+    make_workspace = (lambda config: ()) if workspace is None else (lambda config: tuple(workspace(config)))
     if not enabled:
         chosen = default or candidates[0]
         module = _compile(text, filename, {**fixed, **chosen}, target)
-        return Tuned(module.kernel(kernel), chosen, {**fixed, **chosen}, "default")
+        return Tuned(module.kernel(kernel), chosen, {**fixed, **chosen}, "default",
+                     workspace=make_workspace(chosen))
 
     from tilec.runtime import driver
 
@@ -164,7 +174,8 @@ def tune(
     if remembered is not None:
         config, times = remembered
         module = _compile(text, filename, {**fixed, **config}, target)
-        tuned = Tuned(module.kernel(kernel), config, {**fixed, **config}, "disk", times)
+        tuned = Tuned(module.kernel(kernel), config, {**fixed, **config}, "disk", times,
+                      workspace=make_workspace(config))
         _memo[key] = tuned
         return tuned
 
@@ -184,17 +195,18 @@ def tune(
             rejected[name] = e.message
             continue
         launch_grid = grid(config) if callable(grid) else grid
-        times[name] = _time(k, sets, launch_grid, runs, warmup)
-        kernels[name] = (k, config)
+        extra = make_workspace(config)
+        times[name] = _time(k, [s + extra for s in sets], launch_grid, runs, warmup)
+        kernels[name] = (k, config, extra)
         report.timed(name, times[name], min(times.values()))
     report.done()
     if not times:
         table = "\n".join(f"  {name}: {why}" for name, why in rejected.items())
         raise TilecError(f"autotune: no configuration of {filename} compiled and loaded:\n{table}")
     best = min(times, key=times.get)
-    k, config = kernels[best]
+    k, config, extra = kernels[best]
     _write_winner(key, config, times, dev.name)
-    tuned = Tuned(k, config, {**fixed, **config}, "tuned", times, rejected)
+    tuned = Tuned(k, config, {**fixed, **config}, "tuned", times, rejected, extra)
     _memo[key] = tuned
     return tuned
 

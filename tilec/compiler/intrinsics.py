@@ -286,6 +286,10 @@ _TABLE = [
     Intrinsic("ptx.fence.proxy_async", "space: str(shared::cta|shared::cluster|global) = None",
               "sm_90a", _fence_proxy_async,
               doc="Order generic-proxy memory accesses against the async proxy (TMA, tcgen05)."),
+    Intrinsic("ptx.fence.acq_rel", "scope: str(cta|gpu|sys)", "sm_80", "fence.acq_rel.{scope};",
+              doc="A release and acquire fence at `scope`: a thread's writes before it are seen by a thread "
+                  "of the scope that observes a later atomic of this thread (and fences after its own "
+                  "atomic), as in a split-K tile counter."),
     Intrinsic("ptx.fence.mbarrier_init", "", "sm_90a", "fence.mbarrier_init.release.cluster;",
               doc="Make mbarrier initialisation visible to the cluster and the async proxy."),
     # warp-level
