@@ -13,7 +13,7 @@ on three rotating random input sets, and keeps the fastest:
 
 - hgemm_v7 (M >= 128) over eight (BLK_N, STAGES, GROUP) settings;
 - gemm_split_k, v7 with K split among SPLIT_K CTAs per tile, where the
-  tiles of 128 x 128 are no more than the SMs, over BLK_N x SPLIT_K;
+  tiles of 128 x 256 are at most two per SM, over BLK_N x SPLIT_K;
 - gemm_small_m (M <= 256) over STAGES;
 - gemm_small_m_split_k where gemm_small_m has fewer CTAs than SMs, over
   SPLIT_K x STAGES.
@@ -76,8 +76,8 @@ KERNELS = {
                   {"BLK_N": 128, "STAGES": 4, "GROUP": 16}, {"BLK_N": 128, "STAGES": 5, "GROUP": 16},
                   {"BLK_N": 128, "STAGES": 6, "GROUP": 8}, {"BLK_N": 128, "STAGES": 6, "GROUP": 16}],
                  {"BLK_N": 256, "STAGES": 4, "GROUP": 8}, None),
-    "gemm_split_k": (lambda m, n, k, sms: m >= 128 and n >= 128 and k >= 128
-                     and cdiv(m, 128) * cdiv(n, 128) <= sms,
+    "gemm_split_k": (lambda m, n, k, sms: m >= 128 and n >= 128 and k >= 256
+                     and cdiv(m, 128) * cdiv(n, 256) <= 2 * sms,
                      {"BLK_N": [128, 256], "SPLIT_K": [2, 3, 4]}, None, split_k_workspace),
     "gemm_small_m": (lambda m, n, k, sms: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 64,
                      {"STAGES": [4, 8, 12, 16]}, None, None),
@@ -127,6 +127,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--tune-runs", type=int, default=10)
     parser.add_argument("--log", help="write every shape's tuning times here (JSON)")
+    parser.add_argument("--verbose", action="store_true", help="print each kernel's best time under each row")
     args = parser.parse_args()
     props = torch.cuda.get_device_properties(0)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -154,7 +155,7 @@ def main() -> None:
                         torch.empty(M, N, dtype=tdt, device="cuda"))
 
             start = time.perf_counter()
-            best, notes = None, []
+            best, notes, tried = None, [], {}
             for name, (fits, space, default, workspace) in KERNELS.items():
                 if not fits(M, N, K, props.multi_processor_count):
                     continue
@@ -169,6 +170,8 @@ def main() -> None:
                     notes.append(f"{name}: {str(e).splitlines()[0]}")
                     continue
                 fastest = tuned.times_ms[autotune.config_text(tuned.config)]
+                tried[name] = {"config": tuned.config, "ms": fastest, "tuning_ms": tuned.times_ms,
+                               "rejected": tuned.rejected}
                 if best is None or fastest < best[2]:
                     best = (name, tuned, fastest)
             tune_s = time.perf_counter() - start
@@ -189,14 +192,16 @@ def main() -> None:
             ms = median_ms(lambda: tuned.kernel(A, B, D, *tuned.workspace, stream=stream), args.runs, 5)
             ratios.append(cublas_ms / ms)
             log.append({"dtype": dtype, "M": M, "N": N, "K": K, "cublas_ms": cublas_ms, "ms": ms,
-                        "kernel": name, "config": tuned.config, "tuning_ms": tuned.times_ms,
-                        "rejected": tuned.rejected})
+                        "kernel": name, "config": tuned.config, "tuned": tried})
             bw = ""
             if M <= 128:
                 bw = f"{nbytes / cublas_ms / 1e6 / copy:.0%}/{nbytes / ms / 1e6 / copy:.0%}"
                 decode.append(nbytes / ms / 1e6 / copy)
             print(f"{head} {flop / ms / 1e9:>10.1f} {cublas_ms / ms:>6.3f} {err:>8.1e} {tune_s:>6.1f}  "
                   f"{bw:>15}  {config}")
+            if args.verbose:
+                print("      each kernel's best while tuning: " + "; ".join(
+                    f"{k} {autotune.config_text(t['config'])} {t['ms'] * 1e3:.1f} us" for k, t in tried.items()))
             del A, B, D, tuned
             torch.cuda.empty_cache()
     if args.log:

@@ -184,15 +184,15 @@ def tune(
     sets = [tuple(args()) for _ in range(input_sets)] if callable(args) else [tuple(s) for s in args]
     if not sets:
         raise TilecError("autotune: no argument sets to launch with")
+    loaded = _load_all(modules, kernel, jobs)
     times, kernels = {}, {}
     for config in candidates:
         name = config_text(config)
-        if name not in modules:
+        if name not in loaded:
             continue
-        try:
-            k = modules[name].kernel(kernel)
-        except TilecError as e:  # e.g. more shared memory than this device has
-            rejected[name] = e.message
+        k = loaded[name]
+        if isinstance(k, TilecError):  # e.g. more shared memory than this device has
+            rejected[name] = k.message
             continue
         launch_grid = grid(config) if callable(grid) else grid
         extra = make_workspace(config)
@@ -277,6 +277,26 @@ def _pool(jobs: int):
         # pool's manager thread
         atexit.register(pool.shutdown)
     return _pools[jobs]
+
+
+def _load_all(modules: dict, kernel: Optional[str], jobs: Optional[int]) -> dict:
+    """Each module's kernel loaded, or the `TilecError` that refused it,
+    keyed as `modules`.  Loading assembles the PTX (a strict ptxas check)
+    and has the driver compile it, seconds for a large kernel; both run
+    outside the GIL, so the modules load on threads at once."""
+    import concurrent.futures
+
+    def load(module):
+        try:
+            return module.kernel(kernel)
+        except TilecError as e:
+            return e
+
+    if len(modules) < 2:
+        return {name: load(m) for name, m in modules.items()}
+    workers = jobs or min(len(modules), os.cpu_count() or 1)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        return dict(zip(modules, pool.map(load, modules.values())))
 
 
 def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
