@@ -444,6 +444,14 @@ def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
     monkeypatch.setattr(driver, "launch_kernel_ex_address", lambda: ctypes.cast(callback, ctypes.c_void_p).value)
     monkeypatch.setattr(launch_py, "torch_tensor_type", lambda: gpu.tensor_type)
     stream_function = lambda index: gpu.torch_stream  # noqa: E731 (one object, as torch's)
+    bind_args = launch_py.bind_args
+
+    def checked(*args, **kwargs):
+        result = bind_args(*args, **kwargs)
+        gpu.log.append(("checks",))  # passed: a launch follows
+        return result
+
+    monkeypatch.setattr(launch_py, "bind_args", checked)
     monkeypatch.setattr(launch_py, "torch_stream_function", lambda: stream_function)
     gpu.callback = callback
     return gpu
@@ -456,7 +464,17 @@ def device_tensor(gpu, values, dtype=FLOAT32):
 
 
 def launches(gpu):
-    return [e[0] for e in gpu.log if e[0] in ("launch", "fast_launch")]
+    """Each launch: "launch" when it went through the slow path's checks
+    (which then launch through the driver or, once remembered, the
+    launcher), "fast_launch" when the launcher replayed it unchecked."""
+    kinds, checked = [], False
+    for event in gpu.log:
+        if event[0] == "checks":
+            checked = True
+        elif event[0] in ("launch", "fast_launch"):
+            kinds.append("launch" if checked or event[0] == "launch" else "fast_launch")
+            checked = False
+    return kinds
 
 
 def test_a_repeated_signature_is_replayed_without_checks_on_any_stream(torch_gpu, monkeypatch):
@@ -466,7 +484,7 @@ def test_a_repeated_signature_is_replayed_without_checks_on_any_stream(torch_gpu
     c = device_tensor(gpu, np.zeros(16, np.float32))
     kernel(a, b, c, 16)
     checks = []
-    monkeypatch.setattr(launch_py, "check_args", lambda *a, **k: checks.append(1))
+    monkeypatch.setattr(launch_py, "bind_args", lambda *a, **k: checks.append(1))
     kernel(a, b, c, 8)  # a new scalar value is still the same signature
     kernel(a, b, c, 16, grid=(1,))
     assert launches(gpu) == ["launch", "fast_launch", "fast_launch"] and checks == []
@@ -579,3 +597,26 @@ def test_cluster_launches_replay_their_cluster(torch_gpu):
     kernel(out)
     assert [e[4] for e in gpu.log if "launch" in e[0]] == [(16, 1, 1), (16, 1, 1)]
     assert launches(gpu) == ["launch", "fast_launch"]
+
+
+def test_a_known_layout_checks_only_the_new_addresses(torch_gpu, monkeypatch):
+    gpu = torch_gpu
+    layouts = []
+    check_layout = launch_py._check_layout
+    monkeypatch.setattr(launch_py, "_check_layout", lambda *a: layouts.append(1) or check_layout(*a))
+    kernel = build(runtime_kernels.tma_rows()).kernel()
+    source = np.arange(16 * 64, dtype=np.float16)
+    a = [device_tensor(gpu, source.reshape(16, 64), FLOAT16) for _ in range(6)]
+    b = device_tensor(gpu, np.zeros((8, 64), np.float16), FLOAT16)
+    for t in a:  # six addresses, more than the launcher remembers: one layout
+        kernel(t, b)
+    assert layouts == [1] and launches(gpu) == ["launch"] * 6
+    # the address rules still hold for a known layout, with the slow path's messages
+    with pytest.raises(LaunchError, match=r"'A' \(tensor map 'A_tmap'\): .*base address 0x[0-9a-f]+ is not 16-byte aligned"):
+        kernel(gpu.tensor_type(a[0].ptr + 2, (16, 64), FLOAT16), b)
+    with pytest.raises(LaunchError, match="parameter 'B': device address 0x[0-9a-f]+ is not aligned to its 2-byte"):
+        kernel(a[0], gpu.tensor_type(b.ptr + 1, (8, 64), FLOAT16))
+    assert layouts == [1]
+    with pytest.raises(LaunchError, match=r"shape \[8, 64\] does not match"):
+        kernel(gpu.tensor_type(a[0].ptr, (8, 64), FLOAT16), b)  # a new layout is checked whole
+    assert layouts == [1, 1]

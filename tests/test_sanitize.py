@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import example_launches
-from tilec.runtime.launch import check_args, extent_values, kernel_grid
+from tilec.runtime.launch import bind_args, check_args, kernel_grid
 
 ROOT = Path(__file__).resolve().parent.parent
 _spec = importlib.util.spec_from_file_location("sanitize_tool", ROOT / "tools" / "sanitize.py")
@@ -49,8 +49,10 @@ def test_small_launch_is_small_and_passes_the_launch_checks(name):
     args = example_launches.random_args(entry, dims=example_launches.RUNTIME_DIMS.get(name))
     # raises LaunchError on any mismatch
     sm_count = 2  # a persistent grid of one CTA per SM counted as on a 2-SM device
-    bound = check_args(entry["params"], args, entry["tensormaps"], assumes=entry.get("assumes", ()), sm_count=sm_count)
-    grid = kernel_grid(entry["grid"], extent_values(entry["params"], bound, sm_count))
+    _bound, layout = bind_args(
+        entry["params"], args, entry["tensormaps"], assumes=entry.get("assumes", ()), sm_count=sm_count
+    )
+    grid = kernel_grid(entry["grid"], layout.values)
     assert sum(a.nbytes for a in args) <= 4 << 20
     assert grid[0] * grid[1] * grid[2] <= 16
 

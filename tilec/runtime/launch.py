@@ -43,6 +43,7 @@ from tilec.runtime.tensormap import (
     TENSORMAP_ALIGN,
     TensorMapError,
     check_tensormap,
+    check_tensormap_base,
     element_bytes,
     encode_tiled,
 )
@@ -147,16 +148,57 @@ def check_args(
     parameter gets a `DimValue` too).
     `dlpack_stream` is the consumer stream handed to ``__dlpack__``.
     Raises `LaunchError` naming the parameter."""
+    bound, _layout = bind_args(
+        params, args, tensormaps, dlpack_stream=dlpack_stream, assumes=assumes, sm_count=sm_count
+    )
+    return bound
+
+
+@attrs.frozen
+class Layout:
+    """What the checks of one argument layout (per buffer: its kind, dtype,
+    shape and strides) established, so that another launch with the same
+    layout repeats only the checks of the addresses.  `values`: the runtime
+    extents bound from the shapes (and the SM count); `dims`: the DimValue
+    of each dim and device parameter; `tensormaps`: each map's entry
+    evaluated for `values`; `aligned`: (buffer, element bytes) and
+    `bases`: (buffer, map) of each tensor map, the address rules; `grid`:
+    kernel.json's grid for `values` when `bind_args` was given it."""
+
+    values: dict = attrs.field(eq=False)
+    dims: dict = attrs.field(eq=False)
+    tensormaps: dict = attrs.field(eq=False)
+    aligned: tuple
+    bases: tuple
+    grid: tuple | None
+
+
+def bind_args(
+    params: list[dict],
+    args,
+    tensormaps=(),
+    *,
+    dlpack_stream: int = LEGACY_STREAM,
+    assumes=(),
+    sm_count: int | None = None,
+    grid=None,
+    layouts: dict | None = None,
+) -> tuple[dict, Layout]:
+    """`check_args`, also returning the argument `Layout` (with `grid`,
+    kernel.json's grid, evaluated for its runtime extents).  With `layouts`
+    (a kernel's cache: layout key -> Layout), a layout already there skips
+    every check that depends on the layout alone -- dtypes, shapes,
+    strides, assumptions, the tensor maps' rules and reach -- and a new one
+    is added; the addresses are checked on every call."""
     caller = caller_params(params)
     if len(args) != len(caller):
         names = ", ".join(p["name"] for p in caller)
         raise LaunchError(f"the kernel takes {len(caller)} arguments ({names}), got {len(args)}")
     bound: dict[str, HostArray | DeviceArray | Scalar | DimValue] = {}
     arrays: dict[str, _Array] = {}
-    env: dict[str, tuple[int, str]] = {}  # dim -> (value, the buffer it was read from)
     for param, arg in zip(caller, args):
         if param["kind"] == "buffer":
-            arrays[param["name"]] = info = _check_buffer(param, arg, dlpack_stream, env)
+            arrays[param["name"]] = info = _read_buffer(param, arg, dlpack_stream)
             bound[param["name"]] = info.view
         elif param["kind"] == "scalar":
             bound[param["name"]] = _check_scalar(param, arg)
@@ -164,21 +206,76 @@ def check_args(
             raise ValueError(
                 f"kernel.json: parameter '{param['name']}' has unknown kind {param['kind']!r}"
             )
+    key = tuple(
+        (isinstance(a.view, DeviceArray), a.dtype, a.dtype_text, a.shape, a.strides, a.itemsize)
+        for a in arrays.values()
+    )
+    layout = layouts.get(key) if layouts is not None else None
+    if layout is None:
+        layout = _check_layout(params, caller, arrays, tensormaps, assumes, sm_count, grid)
+        if layouts is not None:
+            if len(layouts) >= _LAYOUTS_KEPT:
+                del layouts[next(iter(layouts))]
+            layouts[key] = layout
+    _check_addresses(layout, arrays)
+    bound.update(layout.dims)
+    return bound, layout
+
+
+_LAYOUTS_KEPT = 64  # argument layouts a kernel remembers as checked
+
+
+def _check_layout(params, caller, arrays: dict, tensormaps, assumes, sm_count, grid) -> Layout:
+    """Every check that depends on the arguments' layout alone, in
+    parameter order; the `Layout` they establish."""
+    env: dict[str, tuple[int, str]] = {}  # dim -> (value, the buffer it was read from)
+    for param in caller:
+        if param["kind"] == "buffer":
+            _check_buffer(param, arrays[param["name"]], env)
     values = {name: value for name, (value, _) in env.items()}
     if sm_count is not None:
         values[runtime_dims.SM_COUNT] = sm_count
     _check_assumes(assumes, values)
+    dims = {}
     for param in params:
         if param["kind"] == "dim":
-            bound[param["name"]] = DimValue(values[param["name"]])
+            dims[param["name"]] = DimValue(values[param["name"]])
         elif param["kind"] == "device":
-            bound[param["name"]] = DimValue(runtime_dims.evaluate(param["value"], values))
+            dims[param["name"]] = DimValue(runtime_dims.evaluate(param["value"], values))
     descs = {t["name"]: t for t in tensormaps}
     buffers = {p["name"]: p for p in caller if p["kind"] == "buffer"}
+    evaluated, bases = {}, []
     for param in params:
         if param["kind"] == "tensormap":
-            _check_tensormap_param(param, descs, buffers, arrays, values)
-    return bound
+            evaluated[param["name"]] = _check_tensormap_param(param, descs, buffers, arrays, values)
+            bases.append((param["tensor"], param["name"]))
+    aligned = tuple(
+        (name, DTYPES[buffers[name]["dtype"]].bytes)
+        for name, info in arrays.items()
+        if isinstance(info.view, DeviceArray)
+    )
+    return Layout(
+        values, dims, evaluated, aligned, tuple(bases), None if grid is None else kernel_grid(grid, values)
+    )
+
+
+def _check_addresses(layout: Layout, arrays: dict) -> None:
+    """The checks that depend on the device addresses: each buffer aligned
+    to its elements, each tensor map's base to TMA's rule."""
+    for name, size in layout.aligned:
+        ptr = arrays[name].view.ptr
+        if ptr % size:
+            raise LaunchError(
+                f"parameter '{name}': device address {ptr:#x} is not aligned to its "
+                f"{size}-byte elements"
+            )
+    for tensor, name in layout.bases:
+        view = arrays[tensor].view
+        if isinstance(view, DeviceArray):
+            try:
+                check_tensormap_base(layout.tensormaps[name], view.ptr)
+            except TensorMapError as e:
+                raise LaunchError(f"parameter '{tensor}' (tensor map '{name}'): {e.message}") from None
 
 
 def _shape_text(dtype: str, shape) -> str:
@@ -229,14 +326,21 @@ def _bind_shape(name: str, want: str, declared: tuple, actual: tuple, env: dict)
         )
 
 
-def _check_buffer(param: dict, arg, dlpack_stream: int, env: dict) -> _Array:
-    name, want, shape = param["name"], param["dtype"], tuple(param["shape"])
-    info = _as_array(name, arg, dlpack_stream)
+def _read_buffer(param: dict, arg, dlpack_stream: int) -> _Array:
+    """`arg` as an array, or a LaunchError saying what it is instead."""
+    info = _as_array(param["name"], arg, dlpack_stream)
     if info is None:
         raise LaunchError(
-            f"parameter '{name}' is a buffer {_shape_text(want, shape)}: expected a numpy array or a "
-            f"device array (DLPack or __cuda_array_interface__), got {type(arg).__name__}"
+            f"parameter '{param['name']}' is a buffer {_shape_text(param['dtype'], tuple(param['shape']))}: "
+            f"expected a numpy array or a device array (DLPack or __cuda_array_interface__), got "
+            f"{type(arg).__name__}"
         )
+    return info
+
+
+def _check_buffer(param: dict, info: _Array, env: dict) -> None:
+    """dtype, shape (binding runtime extents into `env`) and contiguity."""
+    name, want, shape = param["name"], param["dtype"], tuple(param["shape"])
     if info.dtype != want and info.dtype not in _ALSO_ACCEPTS.get(want, ()):
         raise LaunchError(f"parameter '{name}': dtype {info.dtype_text} does not match {want}")
     if any(isinstance(d, str) for d in shape):
@@ -249,12 +353,6 @@ def _check_buffer(param: dict, arg, dlpack_stream: int, env: dict) -> _Array:
         raise LaunchError(
             f"parameter '{name}': the array is not C-contiguous (byte strides {list(info.strides)})"
         )
-    if isinstance(info.view, DeviceArray) and info.view.ptr % DTYPES[want].bytes:
-        raise LaunchError(
-            f"parameter '{name}': device address {info.view.ptr:#x} is not aligned to its "
-            f"{DTYPES[want].bytes}-byte elements"
-        )
-    return info
 
 
 def _c_contiguous(shape, strides, itemsize: int) -> bool:
@@ -471,7 +569,10 @@ def _check_scalar(param: dict, arg) -> Scalar:
     )
 
 
-def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict, values: dict) -> None:
+def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict, values: dict) -> dict:
+    """The map's entry evaluated for `values`, checked against the TMA rules
+    but for its base address (`_check_addresses`) and against the buffer's
+    size."""
     name, tensor = param["name"], param["tensor"]
     if name not in descs:
         raise ValueError(f"kernel.json: tensor map parameter '{name}' has no tensormaps entry")
@@ -484,9 +585,8 @@ def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict
         desc = runtime_dims.tensormap_for(descs[name], values)
     except runtime_dims.DimError as e:
         raise LaunchError(f"tensor map '{name}' cannot be computed for {_dims_text(values)}: {e}") from None
-    base = info.view.ptr if isinstance(info.view, DeviceArray) else None
     try:
-        check_tensormap(desc, base)
+        check_tensormap(desc, None)
     except TensorMapError as e:
         raise LaunchError(f"parameter '{tensor}' (tensor map '{name}'): {e.message}") from None
     buffer = buffers[tensor]
@@ -498,14 +598,7 @@ def _check_tensormap_param(param: dict, descs: dict, buffers: dict, arrays: dict
         raise LaunchError(
             f"tensor map '{name}' spans {reach} bytes of '{tensor}', which holds only {size}"
         )
-
-
-def extent_values(params: list[dict], bound: dict, sm_count: int) -> dict:
-    """What kernel.json's expressions read: each runtime extent's value (from
-    `check_args`) and the device's SM count."""
-    values = {p["name"]: bound[p["name"]].value for p in params if p["kind"] == "dim"}
-    values[runtime_dims.SM_COUNT] = sm_count
-    return values
+    return desc
 
 
 def kernel_grid(entry_grid, values: dict) -> tuple:
@@ -695,6 +788,8 @@ class Kernel:
         self._function = function
         self._launcher = None  # made on the first launch it can remember
         self._encoded: dict[tuple, bytes] = {}
+        self._layouts: dict[tuple, Layout] = {}  # argument layouts checked (bind_args)
+        self._buffers = [i for i, p in enumerate(caller_params(self.params)) if p["kind"] == "buffer"]
         static = driver.function_attribute(function, "SHARED_SIZE_BYTES")
         check_smem(self.name, self.dynamic_smem, static, device.max_dynamic_smem)
         if self.dynamic_smem:
@@ -718,8 +813,10 @@ class Kernel:
         self._launch_checked(args, grid, stream)
 
     def _launch_checked(self, args, grid, stream) -> None:
-        """The slow path: every check, staging, encodes, then the launch,
-        remembered by the launcher when it can be replayed."""
+        """The slow path: the checks (those of a known argument layout
+        skipped but for the addresses), staging, encodes, then the launch:
+        remembered by the launcher when it can be replayed, and then
+        launched by it."""
         tensor_type = torch_tensor_type()
         on_torch = tensor_type is not None and any(
             isinstance(a, tensor_type) and a.is_cuda for a in args
@@ -731,17 +828,17 @@ class Kernel:
             handle = _stream_value("torch's current stream", stream_fn(driver.ORDINAL))
         else:
             handle = 0
-        bound = check_args(
+        bound, layout = bind_args(
             self.params,
             args,
             self.tensormaps.values(),
             dlpack_stream=handle or LEGACY_STREAM,
             assumes=self.assumes,
             sm_count=self.sm_count,
+            grid=self.grid,
+            layouts=self._layouts,
         )
-        values = extent_values(self.params, bound, self.sm_count)
-        default = kernel_grid(self.grid, values)
-        dims = launch_grid(grid, default, self.cluster)
+        dims = launch_grid(grid, layout.grid, self.cluster)
         driver.device()
         with _Staging() as staging:
             pointers = {}
@@ -759,7 +856,13 @@ class Kernel:
                 elif param["kind"] in ("scalar", "dim", "device"):
                     blobs.append(bound[param["name"]].data)
                 else:
-                    blobs.append(self._encode(param["name"], pointers[param["tensor"]], values))
+                    blobs.append(self._encode(param["name"], pointers[param["tensor"]], layout))
+            default = dims if grid is None else layout.grid
+            if not staging.uploads and self._remember(args, blobs, default, tensor_type, stream_fn):
+                status = self._launcher(args, dims, handle)  # what was just remembered
+                if status >= 0:
+                    driver.check_status("cuLaunchKernelEx", status)
+                    return
             packed = pack_params(blobs)
             driver.launch(
                 self._function, dims, self.block, self.cluster, self.dynamic_smem, handle, packed.address
@@ -767,13 +870,11 @@ class Kernel:
             if staging.uploads:
                 driver.stream_synchronize(handle)
                 staging.download()
-            else:
-                self._remember(args, blobs, default, tensor_type, stream_fn)
 
-    def _encode(self, name: str, base: int, values: dict) -> bytes:
+    def _encode(self, name: str, base: int, layout: Layout) -> bytes:
         """The encoded map `name` over `base`, kept per (map, address, its
-        dims and strides for these runtime extents)."""
-        desc = runtime_dims.tensormap_for(self.tensormaps[name], values)
+        dims and strides for this layout's runtime extents)."""
+        desc = layout.tensormaps[name]
         key = (name, base, tuple(desc["dims"]), tuple(desc["strides"]))
         if key not in self._encoded:
             if len(self._encoded) >= self._ENCODED_KEPT:
@@ -781,15 +882,17 @@ class Kernel:
             self._encoded[key] = encode_tiled(desc, base)
         return self._encoded[key]
 
-    def _remember(self, args, blobs: list[bytes], default, tensor_type, stream_fn) -> None:
+    def _remember(self, args, blobs: list[bytes], default, tensor_type, stream_fn) -> bool:
         """Hand a launch whose arrays are all torch tensors to the launcher
-        to replay (it recognises no other array).  `default` is the grid
-        for these arguments' runtime extents (the signature fixes them)."""
-        caller = caller_params(self.params)
-        tensors = [a for p, a in zip(caller, args) if p["kind"] == "buffer"]
-        if tensors and (tensor_type is None or not all(isinstance(a, tensor_type) for a in tensors)):
-            return
+        to replay (it recognises no other array); whether it took it.
+        `default` is the grid for these arguments' runtime extents (the
+        signature fixes them)."""
+        if self._buffers and (
+            tensor_type is None or not all(isinstance(args[i], tensor_type) for i in self._buffers)
+        ):
+            return False
         if self._launcher is None:
+            caller = caller_params(self.params)
             slots = {p["name"]: i for i, p in enumerate(self.params)}
             specs = [
                 (BUFFER, slots[p["name"]], 0)
@@ -806,8 +909,8 @@ class Kernel:
                 [len(b) for b in blobs],
                 specs,
             )
-        default = launch_grid(None, default, self.cluster)
-        self._launcher.commit(tuple(args), blobs, default, tensor_type or object, stream_fn)
+        default = launch_grid(None, default, self.cluster)  # padded, and checked when grid= overrode it
+        return self._launcher.commit(tuple(args), blobs, default, tensor_type or object, stream_fn)
 
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT

@@ -89,6 +89,18 @@ def element_bytes(desc: dict) -> int:
     return DTYPES[desc["dtype"]].bytes
 
 
+def check_tensormap_base(desc: dict, base_ptr: int) -> None:
+    """Raise `TensorMapError` when `base_ptr` breaks TMA's alignment rule
+    for `desc` (the one rule that depends on the address, so a launch can
+    check it alone for a map whose other rules it has checked)."""
+    align = 32 if desc.get("interleave") == "32B" else 16
+    if base_ptr % align:
+        raise TensorMapError(
+            f"tensor map '{desc.get('name', '?')}': base address {base_ptr:#x} is not {align}-byte aligned"
+            + (" (32B interleave)" if align == 32 else "")
+        )
+
+
 def check_tensormap(desc: dict, base_ptr: int | None) -> None:
     """Raise `TensorMapError`, naming the rule, when `desc` over a tensor at
     `base_ptr` breaks a TMA rule of cuTensorMapEncodeTiled.  `base_ptr` None
@@ -117,12 +129,7 @@ def check_tensormap(desc: dict, base_ptr: int | None) -> None:
             raise TensorMapError(f"{where}: {key} must be integers, got {values!r}")
 
     if base_ptr is not None:
-        align = 32 if interleave == "32B" else 16
-        if base_ptr % align:
-            raise TensorMapError(
-                f"{where}: base address {base_ptr:#x} is not {align}-byte aligned"
-                + (" (32B interleave)" if align == 32 else "")
-            )
+        check_tensormap_base(desc, base_ptr)
     for i, d in enumerate(desc["dims"]):
         if not 1 <= d <= 1 << 32:
             raise TensorMapError(f"{where}: dims[{i}] = {d} is not within 1..2^32")
