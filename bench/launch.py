@@ -29,8 +29,7 @@ Rows: tilec hgemm_v7 (3 tensor maps) with `stream=s` and with no stream
 (torch's current stream); rotating among 2 outputs (both remembered) and
 among more than a kernel remembers (the slow path, every encode kept);
 tilec elementwise_add, with the compiled and the pure-Python launcher, and
-its compiled replay called directly (no Kernel.__call__), with and without
-the current-stream query;
+with the stream's int handle given (no current-stream query);
 Triton `add[grid](x, y, z, n)`; torch `torch.add(x, y, out=z)`.
 Every output is poisoned with NaN and checked
 once before timing.
@@ -51,7 +50,7 @@ from pathlib import Path
 import torch
 
 import tilec
-from tilec.runtime import driver, launch as launch_py, launcher as launcher_py
+from tilec.runtime import driver, launch as launch_py, launcher as launcher_py, module as module_py
 from tilec.runtime.module import CompiledModule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,16 +206,13 @@ def kernel_blobs(k, args) -> list[bytes]:
 def kernel(path: str, defines: dict, pure_python: bool = False):
     """A fresh Kernel (its own launcher) of the compiled example."""
     module = tilec.compile(ROOT / path, defines=defines)
-    if pure_python:
-        saved = launch_py.Launcher
-        launch_py.Launcher = launcher_py.PyLauncher
+    if pure_python:  # made as the kernel class over the pure-Python launcher
+        saved = module_py.Kernel
+        module_py.Kernel = launch_py.kernel_type(launcher_py.PyLauncher)
         try:
-            k = CompiledModule(module.ptx, module.meta, module.target).kernel()
-            z = torch.empty(N_ADD, device="cuda")
-            k(z, z, z)  # makes its launcher now, while the Python one is in place
+            return CompiledModule(module.ptx, module.meta, module.target).kernel()
         finally:
-            launch_py.Launcher = saved
-        return k
+            module_py.Kernel = saved
     return CompiledModule(module.ptx, module.meta, module.target).kernel()
 
 
@@ -284,12 +280,10 @@ def main() -> None:
     row(f"tilec hgemm_v7, rotating among {len(outputs)} outputs (slow path, maps kept)", v7_rotating(len(outputs)))
     row(f"tilec elementwise_add ({launcher_py.IMPLEMENTATION} launcher)", lambda: add(x, y, z))
     row("tilec elementwise_add (pure-Python launcher)", lambda: add_py(x, y, z))
-    # where the compiled replay's time goes: without Kernel.__call__'s Python frame, then
-    # also without the current-stream query (handle 0, the stream torch's current one is here)
-    replay, xyz = add._launcher, (x, y, z)
-    row("  its launcher's replay called directly, launcher(args, None, None)", lambda: replay(xyz, None, None))
-    row("  the same with the stream handle given, launcher(args, None, handle)",
-        lambda: replay(xyz, None, stream.cuda_stream))
+    # what torch's current-stream query costs: the stream's handle given instead
+    handle = stream.cuda_stream
+    row("tilec elementwise_add, stream=handle (an int: no current-stream query)",
+        lambda: add(x, y, z, stream=handle))
     triton_kernel, triton_version = triton_add()
     if triton_kernel is not None:
         grid = ((N_ADD + 1023) // 1024,)

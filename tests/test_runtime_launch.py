@@ -417,11 +417,11 @@ def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
     if request.param.startswith("C"):
         if compiled_launcher is None:
             pytest.skip("no C compiler")
-        monkeypatch.setattr(launch_py, "Launcher", compiled_launcher)
+        monkeypatch.setattr(module_py, "Kernel", launch_py.kernel_type(compiled_launcher))
         if "exchange" in request.param:
             gpu.tensor_type = exchange_tensor_type(gpu)
     else:
-        monkeypatch.setattr(launch_py, "Launcher", launcher_py.PyLauncher)
+        monkeypatch.setattr(module_py, "Kernel", launch_py.kernel_type(launcher_py.PyLauncher))
     names = {}
 
     def function_address(function):
@@ -435,11 +435,14 @@ def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
             d = c.attrs[0].value.cluster
             cluster = (d.x, d.y, d.z)
         gpu.log.append(("fast_launch", name, tuple(c.grid), tuple(c.block), cluster, c.shared_bytes, c.stream or 0))
+        if gpu.launch_status:
+            return gpu.launch_status
         getattr(gpu, "run_" + name)(tuple(c.grid), tuple(c.block), params)
         return 0
 
     callback = _LAUNCH_EX(launch_ex)
     gpu.torch_stream = 0x51
+    gpu.launch_status = 0  # what cuLaunchKernelEx answers
     monkeypatch.setattr(driver, "function_address", function_address)
     monkeypatch.setattr(driver, "launch_kernel_ex_address", lambda: ctypes.cast(callback, ctypes.c_void_p).value)
     monkeypatch.setattr(launch_py, "torch_tensor_type", lambda: gpu.tensor_type)
@@ -488,7 +491,7 @@ def test_a_repeated_signature_is_replayed_without_checks_on_any_stream(torch_gpu
     kernel(a, b, c, 8)  # a new scalar value is still the same signature
     kernel(a, b, c, 16, grid=(1,))
     assert launches(gpu) == ["launch", "fast_launch", "fast_launch"] and checks == []
-    assert kernel._launcher.reads == ("dlpack-exchange" if hasattr(gpu.tensor_type, "_api") else "methods")
+    assert kernel._reads == ("dlpack-exchange" if hasattr(gpu.tensor_type, "_api") else "methods")
     assert gpu.array(c.ptr, np.float32, 16).tolist() == [i + 1.0 for i in range(16)]
     # no stream: torch's current stream, and no wait
     assert [e[-1] for e in gpu.log if "launch" in e[0]] == [0x51] * 3 and not events(gpu, "sync")
@@ -568,7 +571,7 @@ def test_the_least_recently_used_signature_is_forgotten(torch_gpu):
         kernel(x, x, out, 16)
     kernel(x, x, outs[0], 16)  # remembered; outs[1] is now the least recently used
     kernel(x, x, outs[4], 16)  # a fifth signature replaces it
-    assert kernel._launcher.remembered == 4
+    assert kernel._remembered == 4
     gpu.log.clear()
     for out in (outs[0], outs[2], outs[3], outs[4], outs[1]):
         kernel(x, x, out, 16)
@@ -620,3 +623,19 @@ def test_a_known_layout_checks_only_the_new_addresses(torch_gpu, monkeypatch):
     with pytest.raises(LaunchError, match=r"shape \[8, 64\] does not match"):
         kernel(gpu.tensor_type(a[0].ptr, (8, 64), FLOAT16), b)  # a new layout is checked whole
     assert layouts == [1, 1]
+
+
+def test_a_refused_replay_and_bad_keywords_are_errors(torch_gpu, monkeypatch):
+    gpu = torch_gpu
+    monkeypatch.setattr(driver, "_error_text", lambda status: f"CUDA_ERROR {status}")
+    kernel = build(runtime_kernels.vadd(n=16)).kernel()
+    t = device_tensor(gpu, np.ones(16, np.float32))
+    kernel(t, t, t, 16)
+    gpu.launch_status = 1  # CUDA_ERROR_INVALID_VALUE, from the driver on a replay
+    with pytest.raises(CudaError, match="cuLaunchKernelEx"):
+        kernel(t, t, t, 16)
+    gpu.launch_status = 0
+    with pytest.raises(TypeError, match="gird"):
+        kernel(t, t, t, 16, gird=(1,))
+    kernel(t, t, t, 16, grid=(1,), stream=3)
+    assert launches(gpu) == ["launch", "fast_launch", "fast_launch"]

@@ -1,16 +1,17 @@
 /* The compiled half of tilec's fast launch path (see launcher.py).
  *
- * A Launcher remembers the last ENTRIES argument signatures the Python slow
- * path validated (per buffer argument: the tensor's data pointer, shape,
- * strides and dtype), each with the packed parameter bytes that went with
- * it (buffer pointers, tensor maps, bound extents) in its own preallocated
- * buffer.  Calling it with arguments of a remembered signature writes only
- * the scalar parameters, picks the stream and calls cuLaunchKernelEx: no
- * per-call rule checks, no tensor map encodes, no Python between the caller
- * and the driver.  Anything it cannot prove identical is answered -1
- * ("miss"), with nothing launched and no error set, and the Python slow path
- * does the full job and commits the new signature in place of the least
- * recently used one.
+ * Launcher is the base type of a compiled Kernel (launch.py).  It remembers
+ * the last ENTRIES argument signatures the Python slow path validated (per
+ * buffer argument: the tensor's data pointer, shape, strides and dtype),
+ * each with the packed parameter bytes that went with it (buffer pointers,
+ * tensor maps, bound extents) in its own preallocated buffer.  Calling the
+ * kernel with arguments of a remembered signature writes only the scalar
+ * parameters, picks the stream and calls cuLaunchKernelEx, all in the one
+ * C call of `kernel(...)`: no per-call rule checks, no tensor map encodes,
+ * no Python between the caller and the driver.  Anything it cannot prove
+ * identical is a miss, with nothing launched, and the call goes on to the
+ * subclass's Python `_miss`: the slow path, which does the full job and
+ * commits the new signature in place of the least recently used one.
  *
  * A tensor's signature is read through its type's DLPack C exchange API
  * (`__dlpack_c_exchange_api__`, DLPack 1.2+, torch 2.10+): a C call that
@@ -198,19 +199,18 @@ static size_t slot_span(Py_ssize_t size) {
     return size ? ((size_t)size + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN : PARAM_ALIGN;
 }
 
-/* Launcher(function, launch, block, cluster, shared_bytes, slot_sizes, specs)
+/* _configure(function, launch, block, cluster, shared_bytes, slot_sizes, specs)
  * function, launch: addresses of the CUfunction and of cuLaunchKernelEx;
  * slot_sizes: bytes of each kernel parameter in order; specs: per caller
- * argument (kind, slot, scalar code). */
-static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
-    (void)kwds;
+ * argument (kind, slot, scalar code).  Once, before the first commit. */
+static int configure(Launcher *self, PyObject *args) {
     unsigned long long function, launch, shared_bytes;
     PyObject *block, *cluster, *slot_sizes, *specs;
     if (!PyArg_ParseTuple(args, "KKOOKOO", &function, &launch, &block, &cluster, &shared_bytes,
                           &slot_sizes, &specs))
         return -1;
     if (self->args) {
-        PyErr_SetString(PyExc_TypeError, "a Launcher is initialised once");
+        PyErr_SetString(PyExc_TypeError, "a launcher is configured once");
         return -1;
     }
     if (read_dims(block, self->block, "block") || read_dims(cluster, self->cluster, "cluster")) return -1;
@@ -266,6 +266,11 @@ static int Launcher_init(Launcher *self, PyObject *args, PyObject *kwds) {
     self->attribute.value.cluster.y = self->cluster[1];
     self->attribute.value.cluster.z = self->cluster[2];
     return 0;
+}
+
+static PyObject *Launcher_configure(Launcher *self, PyObject *args) {
+    if (configure(self, args)) return NULL;
+    Py_RETURN_NONE;
 }
 
 /* The exchange API of `tensor_type`, when it has a usable one (a capsule
@@ -380,6 +385,10 @@ static PyObject *Launcher_commit(Launcher *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O!O!OOO", &PyTuple_Type, &call_args, &PyList_Type, &blobs, &grid,
                           &tensor_type, &stream_fn))
         return NULL;
+    if (!self->args) {
+        PyErr_SetString(PyExc_TypeError, "commit: the launcher is not configured");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(call_args) != self->nargs || PyList_GET_SIZE(blobs) != self->nslots) {
         PyErr_SetString(PyExc_ValueError, "commit: argument or blob count does not match");
         return NULL;
@@ -522,15 +531,12 @@ static int read_stream(Launcher *self, PyObject *stream, void **out) {
     return 0;
 }
 
-#define MISS() do { PyErr_Clear(); return PyLong_FromLong(-1); } while (0)
+#define MISS() do { PyErr_Clear(); return -1; } while (0)
 
-/* launcher(args, grid, stream) -> -1 (a miss: nothing launched) or the
- * CUresult of cuLaunchKernelEx. */
-static PyObject *Launcher_call(Launcher *self, PyObject *call, PyObject *kwds) {
-    (void)kwds;
-    PyObject *args, *grid, *stream;
-    if (!PyArg_ParseTuple(call, "O!OO", &PyTuple_Type, &args, &grid, &stream)) return NULL;
-    if (!self->tensor_type || PyTuple_GET_SIZE(args) != self->nargs) MISS();
+/* The launch of `args` (a tuple) with a remembered signature: -1 (a miss:
+ * nothing launched, no error set) or the CUresult of cuLaunchKernelEx. */
+static int replay(Launcher *self, PyObject *args, PyObject *grid, PyObject *stream) {
+    if (!self->tensor_type || PyTuple_GET_SIZE(args) != self->nargs) return -1;
     ArgKey keys[MAX_ARGS + 1];
     memset(keys, 0, self->nargs * sizeof(ArgKey));
     if (read_keys(self, args, keys)) MISS();
@@ -563,25 +569,44 @@ static PyObject *Launcher_call(Launcher *self, PyObject *call, PyObject *kwds) {
     int clustered = self->cluster[0] * self->cluster[1] * self->cluster[2] != 1;
     config.attrs = clustered ? &self->attribute : NULL;
     config.num_attrs = clustered ? 1 : 0;
-    int status = self->launch(&config, self->function, self->nslots ? entry->pointers : NULL, NULL);
-    return PyLong_FromLong(status);
+    return self->launch(&config, self->function, self->nslots ? entry->pointers : NULL, NULL);
 }
 
-static PyObject *Launcher_forget(Launcher *self, PyObject *unused) {
-    (void)unused;
-    forget(self);
-    Py_RETURN_NONE;
+/* _replay(args, grid, stream) -> -1 (a miss) or the CUresult: the slow
+ * path's launch of what it has just committed. */
+static PyObject *Launcher_replay(Launcher *self, PyObject *call) {
+    PyObject *args, *grid, *stream;
+    if (!PyArg_ParseTuple(call, "O!OO", &PyTuple_Type, &args, &grid, &stream)) return NULL;
+    return PyLong_FromLong(replay(self, args, grid, stream));
+}
+
+/* kernel(*args, grid=None, stream=None): the replay of a remembered
+ * signature, else (a miss, or a launch error) the subclass's
+ * _miss(args, grid, stream, status), the slow path, whose result is
+ * returned.  One C call from the caller to the driver on a hit. */
+static PyObject *Launcher_call(Launcher *self, PyObject *args, PyObject *kwds) {
+    PyObject *grid = Py_None, *stream = Py_None;
+    if (kwds) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwds, &pos, &key, &value)) {
+            if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "grid") == 0) grid = value;
+            else if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "stream") == 0) stream = value;
+            else {
+                PyErr_Format(PyExc_TypeError, "a kernel takes the keywords grid= and stream=, not %R", key);
+                return NULL;
+            }
+        }
+    }
+    int status = self->args ? replay(self, args, grid, stream) : -1;
+    if (status == 0) Py_RETURN_NONE;
+    return PyObject_CallMethod((PyObject *)self, "_miss", "OOOi", args, grid, stream, status);
 }
 
 static int remembered(Launcher *self) {
     int n = 0;
     for (int e = 0; e < ENTRIES; e++) n += self->entries[e].valid;
     return n;
-}
-
-static PyObject *Launcher_get_valid(Launcher *self, void *unused) {
-    (void)unused;
-    return PyBool_FromLong(remembered(self) > 0);
 }
 
 static PyObject *Launcher_get_remembered(Launcher *self, void *unused) {
@@ -596,15 +621,15 @@ static PyObject *Launcher_get_reads(Launcher *self, void *unused) {
 }
 
 static PyMethodDef Launcher_methods[] = {
-    {"commit", (PyCFunction)Launcher_commit, METH_VARARGS, "Remember a validated signature."},
-    {"forget", (PyCFunction)Launcher_forget, METH_NOARGS, "Forget every remembered signature."},
+    {"_configure", (PyCFunction)Launcher_configure, METH_VARARGS, "Set the kernel's launch constants, once."},
+    {"_commit", (PyCFunction)Launcher_commit, METH_VARARGS, "Remember a validated signature."},
+    {"_replay", (PyCFunction)Launcher_replay, METH_VARARGS, "Launch a remembered signature: -1 or the CUresult."},
     {NULL},
 };
 
 static PyGetSetDef Launcher_getset[] = {
-    {"valid", (getter)Launcher_get_valid, NULL, "Whether a signature is remembered.", NULL},
-    {"remembered", (getter)Launcher_get_remembered, NULL, "How many signatures are remembered.", NULL},
-    {"reads", (getter)Launcher_get_reads, NULL,
+    {"_remembered", (getter)Launcher_get_remembered, NULL, "How many signatures are remembered.", NULL},
+    {"_reads", (getter)Launcher_get_reads, NULL,
      "How tensors are read: 'dlpack-exchange', 'methods', or None before a commit.", NULL},
     {NULL},
 };
@@ -615,11 +640,10 @@ static PyTypeObject LauncherType = {
     .tp_basicsize = sizeof(Launcher),
     .tp_dealloc = (destructor)Launcher_dealloc,
     .tp_call = (ternaryfunc)Launcher_call,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A kernel's remembered launches: see launcher.py.",
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "The base of a kernel: its remembered launches (see launcher.py).",
     .tp_methods = Launcher_methods,
     .tp_getset = Launcher_getset,
-    .tp_init = (initproc)Launcher_init,
     .tp_new = PyType_GenericNew,
 };
 

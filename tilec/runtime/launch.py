@@ -2,9 +2,10 @@
 signature, host arrays staged on the device, tensor maps encoded, parameters
 packed, then cuLaunchKernelEx.  That is the slow path; a repeated launch
 with the same signature is replayed by the kernel's `Launcher`
-(launcher.py) without any of it.
+(launcher.py) without any of it, and a launch with a known argument layout
+(the same dtypes, shapes and strides) repeats only the address checks.
 
-The checks are pure functions (`check_args`, `launch_grid`, `check_smem`,
+The checks are pure functions (`check_args`/`bind_args`, `launch_grid`, `check_smem`,
 `pack_params`) so they are tested without a GPU; `Kernel` only adds the
 driver calls.
 
@@ -28,6 +29,7 @@ What a caller passes, per parameter kind:
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import struct
 import sys
@@ -754,7 +756,7 @@ class _Staging:
         return False
 
 
-class Kernel:
+class _KernelBody:
     """One kernel of a loaded module; calling it launches it.
 
     ``kernel(*args, grid=None, stream=None)``: `args` follow the kernel's
@@ -764,12 +766,14 @@ class Kernel:
     default stream.  The call returns once the kernel is queued, except
     that numpy arrays are copied back, which waits for the kernel.
 
-    A launch whose arguments have the signature of one of the last few
-    (the same tensors' pointers, shapes, strides and dtypes) is replayed by
-    the kernel's `Launcher` with no checks repeated; any other goes through
-    the full checks here (the slow path), which the launcher then
-    remembers.  Encoded tensor maps are kept per (map, address), so a
-    change of pointers costs at most one encode per map."""
+    A kernel is a launcher (launcher.py; the compiled one where it is
+    built): a launch whose arguments have the signature of one of the last
+    few (the same tensors' pointers, shapes, strides and dtypes) is
+    replayed by it with no checks repeated, in one C call; any other goes
+    on to `_miss` here, the slow path, whose launch the launcher then
+    remembers.  The slow path checks a known argument layout's addresses
+    only (`bind_args`), and encoded tensor maps are kept per (map,
+    address), so a change of pointers costs at most one encode per map."""
 
     _ENCODED_KEPT = 64  # encoded tensor maps kept per kernel
 
@@ -786,10 +790,10 @@ class Kernel:
         self.dynamic_smem = int(entry.get("dynamic_smem", 0))
         self.sm_count = device.sm_count
         self._function = function
-        self._launcher = None  # made on the first launch it can remember
+        self._configured = False  # the launcher's constants, set on the first launch it can remember
         self._encoded: dict[tuple, bytes] = {}
         self._layouts: dict[tuple, Layout] = {}  # argument layouts checked (bind_args)
-        self._buffers = [i for i, p in enumerate(caller_params(self.params)) if p["kind"] == "buffer"]
+        self._buffer_args = [i for i, p in enumerate(caller_params(self.params)) if p["kind"] == "buffer"]
         static = driver.function_attribute(function, "SHARED_SIZE_BYTES")
         check_smem(self.name, self.dynamic_smem, static, device.max_dynamic_smem)
         if self.dynamic_smem:
@@ -800,16 +804,13 @@ class Kernel:
     def __repr__(self) -> str:
         return f"<tilec Kernel {self.name} grid={list(self.grid)} block={list(self.block)}>"
 
-    def __call__(self, *args, grid=None, stream=None) -> None:
-        launcher = self._launcher
-        if launcher is not None:
-            status = launcher(args, grid, stream)
-            if status == 0:
-                return
-            if status == _INVALID_CONTEXT:
-                driver.device()  # a thread that never made the context current; the slow path retries
-            elif status > 0:
-                driver.check_status("cuLaunchKernelEx", status)
+    def _miss(self, args, grid, stream, status: int) -> None:
+        """What the launcher's call does when it did not launch (status -1)
+        or the driver refused the replay (a CUresult)."""
+        if status == _INVALID_CONTEXT:
+            driver.device()  # a thread that never made the context current; the slow path retries
+        elif status > 0:
+            driver.check_status("cuLaunchKernelEx", status)
         self._launch_checked(args, grid, stream)
 
     def _launch_checked(self, args, grid, stream) -> None:
@@ -859,7 +860,7 @@ class Kernel:
                     blobs.append(self._encode(param["name"], pointers[param["tensor"]], layout))
             default = dims if grid is None else layout.grid
             if not staging.uploads and self._remember(args, blobs, default, tensor_type, stream_fn):
-                status = self._launcher(args, dims, handle)  # what was just remembered
+                status = self._replay(args, dims, handle)  # what was just remembered
                 if status >= 0:
                     driver.check_status("cuLaunchKernelEx", status)
                     return
@@ -887,11 +888,11 @@ class Kernel:
         to replay (it recognises no other array); whether it took it.
         `default` is the grid for these arguments' runtime extents (the
         signature fixes them)."""
-        if self._buffers and (
-            tensor_type is None or not all(isinstance(args[i], tensor_type) for i in self._buffers)
+        if self._buffer_args and (
+            tensor_type is None or not all(isinstance(args[i], tensor_type) for i in self._buffer_args)
         ):
             return False
-        if self._launcher is None:
+        if not self._configured:
             caller = caller_params(self.params)
             slots = {p["name"]: i for i, p in enumerate(self.params)}
             specs = [
@@ -900,7 +901,7 @@ class Kernel:
                 else (SCALAR, slots[p["name"]], SCALAR_CODES.get(p["dtype"], 0))
                 for p in caller
             ]
-            self._launcher = Launcher(
+            self._configure(
                 driver.function_address(self._function),
                 driver.launch_kernel_ex_address(),
                 self.block,
@@ -909,8 +910,20 @@ class Kernel:
                 [len(b) for b in blobs],
                 specs,
             )
+            self._configured = True
         default = launch_grid(None, default, self.cluster)  # padded, and checked when grid= overrode it
-        return self._launcher.commit(tuple(args), blobs, default, tensor_type or object, stream_fn)
+        return self._commit(tuple(args), blobs, default, tensor_type or object, stream_fn)
 
 
 _INVALID_CONTEXT = 201  # CUDA_ERROR_INVALID_CONTEXT
+
+
+@functools.cache
+def kernel_type(launcher: type) -> type:
+    """The kernel class over `launcher`, a launcher implementation: `Kernel`
+    over the one in use, or one over the other (the pure-Python launcher,
+    so tests and benchmarks compare both in one process)."""
+    return type("Kernel", (_KernelBody, launcher), {"__doc__": _KernelBody.__doc__, "__module__": __name__})
+
+
+Kernel = kernel_type(Launcher)

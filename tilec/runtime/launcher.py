@@ -1,17 +1,20 @@
 """The fast launch path: a kernel's last validated launch, replayed.
 
-`Kernel.__call__` (launch.py) first offers its arguments to the kernel's
-`Launcher`.  The launcher remembers the signatures of the last few (4)
-launches the slow path validated -- per buffer argument the tensor's data
-pointer, shape, strides and dtype -- each with the packed parameter bytes
-that went with it (buffer pointers, encoded tensor maps, bound extents).
-Arguments with a remembered signature need none of the slow path's work:
-the launcher writes the scalar parameters into that signature's
-preallocated buffer, picks the stream and calls cuLaunchKernelEx.  Anything
-it cannot prove identical is a miss (-1), nothing launched, and the slow
-path checks, encodes, launches and commits the new signature in place of
-the least recently used one (so code that rotates among a few sets of
-tensors stays on the fast path).
+A `Kernel` (launch.py) is a launcher: calling it, ``kernel(*args,
+grid=None, stream=None)``, is the launcher's call.  The launcher remembers
+the signatures of the last few (4) launches the slow path validated -- per
+buffer argument the tensor's data pointer, shape, strides and dtype --
+each with the packed parameter bytes that went with it (buffer pointers,
+encoded tensor maps, bound extents).  Arguments with a remembered
+signature need none of the slow path's work: the launcher writes the
+scalar parameters into that signature's preallocated buffer, picks the
+stream and calls cuLaunchKernelEx; with the compiled launcher that is one
+C call from the caller to the driver.  Anything it cannot prove identical
+is a miss (status -1), nothing launched, and the call goes on to the
+kernel's ``_miss(args, grid, stream, status)``: the slow path, which
+checks, encodes and commits the new signature in place of the least
+recently used one (so code that rotates among a few sets of tensors stays
+on the fast path), then launches it with ``_replay``.
 
 Only tensors of one type (torch.Tensor) take this path: their pointer,
 shape, strides and dtype are read directly, and a pointer identifies its
@@ -90,15 +93,28 @@ class _Entry:
 
 class PyLauncher:
     """The pure-Python launcher; see the module docstring.  Same interface
-    and behaviour as the compiled one: ``Launcher(function, launch, block,
-    cluster, shared_bytes, slot_sizes, specs)``, ``commit(args, blobs, grid,
-    tensor_type, stream_fn)``, ``launcher(args, grid, stream)`` -> -1 or the
-    CUresult; the last `ENTRIES` signatures are remembered."""
+    and behaviour as the compiled one, as the base of a kernel class that
+    defines ``_miss``: ``kernel(*args, grid=None, stream=None)``;
+    ``_configure(function, launch, block, cluster, shared_bytes,
+    slot_sizes, specs)`` once, then ``_commit(args, blobs, grid,
+    tensor_type, stream_fn)`` and ``_replay(args, grid, stream)`` -> -1 or
+    the CUresult; the last `ENTRIES` signatures are remembered."""
 
-    def __init__(self, function, launch, block, cluster, shared_bytes, slot_sizes, specs):
+    _tensor_type = None  # until the first commit: every call is a miss
+    _entries = ()  # until _configure gives the launcher its own
+
+    def __call__(self, *args, grid=None, stream=None):
+        status = self._replay(args, grid, stream)
+        if status:
+            return self._miss(args, grid, stream, status)
+        return None
+
+    def _configure(self, function, launch, block, cluster, shared_bytes, slot_sizes, specs):
+        if "_launch" in self.__dict__:
+            raise TypeError("a launcher is configured once")
         self._lock = threading.Lock()
         self._launch = _LAUNCH_PROTOTYPE(launch)
-        self._function = function
+        self._function_address = function
         self._cluster = tuple(cluster)
         self._sizes = list(slot_sizes)
         self._buffers = [i for i, (kind, _slot, _code) in enumerate(specs) if kind == BUFFER]
@@ -112,29 +128,18 @@ class PyLauncher:
         if math.prod(self._cluster) != 1:
             self._config.attrs = ctypes.pointer(self._attribute)
             self._config.num_attrs = 1
-        self._entries: OrderedDict[tuple, _Entry] = OrderedDict()  # least recently used first
-        self._tensor_type = None
+        self._entries = OrderedDict()  # least recently used first
         self._stream_fn = None
 
     @property
-    def valid(self) -> bool:
-        return bool(self._entries)
-
-    @property
-    def remembered(self) -> int:
+    def _remembered(self) -> int:
         return len(self._entries)
 
     @property
-    def reads(self) -> str | None:
+    def _reads(self) -> str | None:
         """How tensors are read ('methods'; the compiled launcher may say
         'dlpack-exchange'), None before a commit."""
-        return "methods" if self.valid else None
-
-    def forget(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._tensor_type = None
-            self._stream_fn = None
+        return "methods" if self._entries else None
 
     def _key(self, args, tensor_type):
         for i in self._buffers:
@@ -142,7 +147,9 @@ class PyLauncher:
                 return None
         return tuple(_signature(args[i]) for i in self._buffers)
 
-    def commit(self, args, blobs, grid, tensor_type, stream_fn) -> bool:
+    def _commit(self, args, blobs, grid, tensor_type, stream_fn) -> bool:
+        if "_launch" not in self.__dict__:
+            raise TypeError("commit: the launcher is not configured")
         if len(args) != self._nargs or [len(b) for b in blobs] != self._sizes:
             raise ValueError("commit: argument or blob count does not match")
         with self._lock:
@@ -163,7 +170,7 @@ class PyLauncher:
             self._entries[key] = entry
         return True
 
-    def __call__(self, args, grid, stream) -> int:
+    def _replay(self, args, grid, stream) -> int:
         tensor_type = self._tensor_type
         if tensor_type is None or len(args) != self._nargs:
             return -1
@@ -183,7 +190,7 @@ class PyLauncher:
             config = self._config
             config.grid[:] = dims
             config.stream = handle
-            return self._launch(ctypes.byref(config), self._function, entry.params, None)
+            return self._launch(ctypes.byref(config), self._function_address, entry.params, None)
 
 
 def _signature(tensor) -> tuple:
@@ -240,5 +247,5 @@ def _compiled():
     return _launcher.Launcher
 
 
-Launcher = _compiled() or PyLauncher
+Launcher = _compiled() or PyLauncher  # the base of launch.Kernel
 IMPLEMENTATION = "C" if Launcher is not PyLauncher else "python"
