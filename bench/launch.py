@@ -42,7 +42,6 @@ import json
 import statistics
 import struct
 import subprocess
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
