@@ -50,12 +50,6 @@ class Dim:
     span: Optional[ir.Span] = attrs.field(default=None, eq=False)
 
 
-def uses_sm_count(node: ir.Node) -> bool:
-    """Whether `node` reads `sm_count()` (the kernel then takes it as a
-    hidden parameter)."""
-    return any(isinstance(n, ir.Call) and n.func == SM_COUNT for n in visit.walk(node))
-
-
 def check_dim_expr(e: ir.Expr, dims, what: str) -> None:
     """A located error unless `e` is integer arithmetic (`+ - * // %`,
     `min`, `max`) over integer literals, runtime dims and `sm_count()`:

@@ -216,6 +216,11 @@ class KernelSymbols:
     helpers: frozenset = frozenset()
     dims: Dict[str, Dim] = attrs.field(factory=dict)  # runtime extents, in order of appearance
     assumes: List[Tuple[ir.Expr, str]] = attrs.field(factory=list)  # (condition, message)
+    uses_sm_count: bool = False  # some expression reads sm_count(): the kernel takes it as a hidden parameter
+    runtime_indexed: set = attrs.field(factory=set)  # storage roots of local buffers indexed at run time somewhere
+    _types: "_TypeOf" = attrs.field(
+        init=False, eq=False, repr=False, default=attrs.Factory(lambda self: _TypeOf(self), takes_self=True)
+    )
 
     def lookup(self, name: str, span=None) -> Symbol:
         sym = self.symbols.get(name)
@@ -240,17 +245,17 @@ class KernelSymbols:
     def type_of(self, expr: ir.Expr) -> str:
         """The value type of a runtime expression (a located error if it is
         not a value: a buffer, a region, an unknown call...)."""
-        return _TypeOf(self).of(expr)
+        return self._types.of(expr)
 
     def operand_type(self, e: ir.Binary) -> str:
         """The type both operands of an arithmetic or comparison `e` are
         converted to before the operation (an int literal takes the other
         operand's type when it fits, else the usual promotion)."""
-        return _TypeOf(self).binary_operands(e)
+        return self._types.binary_operands(e)
 
     def math_operand_type(self, e: ir.Call) -> str:
         """The type the operands of a math builtin call are converted to."""
-        return _TypeOf(self).math_operand_type(e)
+        return self._types.math_operand_type(e)
 
 
 def _describe(sym: Symbol) -> str:
@@ -275,14 +280,26 @@ _COMPARE = ("==", "!=", "<", "<=", ">", ">=")
 
 
 class _TypeOf:
+    """The value types of one kernel's expressions.  A node's type depends
+    only on the node and the kernel's symbols (a name keeps its kind and type
+    in every block that defines it), so each node is typed once: the
+    analysis and the emitter ask for the type of every subexpression, and
+    without the memo each question re-typed the whole subtree below it."""
+
     def __init__(self, syms: KernelSymbols):
         self.syms = syms
+        self.memo: Dict[int, tuple] = {}  # id(node) -> (node, type); the node kept so its id stays its own
 
     def of(self, e: ir.Expr) -> str:
+        hit = self.memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
         method = getattr(self, "_" + type(e).__name__, None)
         if method is None:
             raise TilecError(f"expected a value, found {type(e).__name__.lower()}", e.span)
-        return method(e)
+        t = method(e)
+        self.memo[id(e)] = (e, t)
+        return t
 
     def _LayoutLit(self, e):
         raise TilecError("a layout is not a value here (S[...] is always a layout literal: a buffer named "
@@ -1013,6 +1030,8 @@ class _Analyzer:
             for node in visit.walk(e):
                 if isinstance(node, ir.Name):
                     self.name_use(node)
+                elif isinstance(node, ir.Index):
+                    self.index_use(node)
                 elif isinstance(node, ir.Call):
                     self.call(node, statement=False, recurse=False)
                 elif isinstance(node, ir.Method):
@@ -1022,6 +1041,15 @@ class _Analyzer:
                         self.method(node, statement=False)
                 elif isinstance(node, ir.Attr):
                     raise TilecError(f"unknown attribute '.{node.name}'", node.span)
+
+    def index_use(self, e: ir.Index) -> None:
+        """Record a local buffer indexed by a run-time value: its registers
+        cannot be named at compile time, so it lives in local memory."""
+        if isinstance(e.base, ir.Name):
+            sym = self.syms.symbols.get(e.base.id)
+            if sym is not None and sym.buffer is not None and sym.buffer.scope == "local":
+                if not all(isinstance(i, ir.Int) for i in e.indices):
+                    self.syms.runtime_indexed.add(sym.buffer.storage)
 
     def name_use(self, n: ir.Name) -> None:
         if n.id in self.consts or n.id in PREDEFINED or n.id in self.syms.helpers:
@@ -1033,6 +1061,8 @@ class _Analyzer:
 
     def call(self, e: ir.Call, statement: bool, recurse: bool = True) -> None:
         f = e.func
+        if f == runtime_dims.SM_COUNT:
+            self.syms.uses_sm_count = True
         if recurse:
             for a in list(e.args) + [k.value for k in e.kwargs]:
                 self.exprs(a)

@@ -17,12 +17,12 @@ from typing import Dict, List, Optional
 import attrs
 
 import tilec
-from tilec.compiler import builtins, intrinsics, ir, visit
+from tilec.compiler import builtins, intrinsics, ir
 from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.runtime_dims import ASSUME, SM_COUNT_PARAM, uses_sm_count
+from tilec.compiler.runtime_dims import ASSUME, SM_COUNT_PARAM
 from tilec.compiler.symbols import DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
 from tilec.compiler.value_types import VALUE_TYPES, assignable, value_type_of_dtype
 from tilec.compiler.targets import Target
@@ -127,7 +127,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.decls: List[str] = []
         self.uses_dyn = False
         self.tid: Optional[Operand] = None
-        self.local_in_memory = self._runtime_indexed_locals()
+        self.local_in_memory = syms.runtime_indexed
 
     # ---- output ---------------------------------------------------------
 
@@ -171,7 +171,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             out.append(f".param .align 64 .b8 {name}[128]")
         for name in self.syms.dims:
             out.append(f".param .u32 {name}")
-        if uses_sm_count(self.kernel):
+        if self.syms.uses_sm_count:
             out.append(f".param .u32 {SM_COUNT_PARAM}")
         return out
 
@@ -199,7 +199,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             r = Operand(self.regs.new("i32"), "i32", divisor=dim.divisor)
             self.line(f"ld.param.u32 {r}, [{name}];")
             self.env[0][name] = r
-        if uses_sm_count(self.kernel):
+        if self.syms.uses_sm_count:
             r = Operand(self.regs.new("i32"), "i32")
             self.line(f"ld.param.u32 {r}, [{SM_COUNT_PARAM}];")
             self.env[0][SM_COUNT_PARAM] = r
@@ -211,17 +211,6 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             arena = Operand(self.regs.new("shared_ptr"), "shared_ptr")
             self.line(f"mov.u32 {arena}, {DYN_SMEM};")
             self.bases[DYN_ARENA] = arena
-
-    def _runtime_indexed_locals(self) -> set:
-        """Storage roots of local buffers some access indexes at run time."""
-        roots = set()
-        for node in visit.walk(self.kernel):
-            if isinstance(node, ir.Index) and isinstance(node.base, ir.Name):
-                sym = self.syms.symbols.get(node.base.id)
-                if sym is not None and sym.buffer is not None and sym.buffer.scope == "local":
-                    if not all(isinstance(i, ir.Int) for i in node.indices):
-                        roots.add(sym.buffer.storage)
-        return roots
 
     # ---- names ------------------------------------------------------------
 

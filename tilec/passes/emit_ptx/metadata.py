@@ -8,7 +8,7 @@ from typing import List
 import tilec
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.runtime_dims import SM_COUNT, SM_COUNT_PARAM, to_json, uses_sm_count
+from tilec.compiler.runtime_dims import SM_COUNT, SM_COUNT_PARAM, to_json
 from tilec.compiler.symbols import KernelSymbols
 from tilec.compiler.targets import Target
 
@@ -33,7 +33,7 @@ def kernel_meta(syms: KernelSymbols) -> dict:
         maps.append(entry)
     for dim in syms.dims.values():
         params.append({"name": dim.name, "kind": "dim", "dtype": "i32", "tensor": dim.param, "axis": dim.axis})
-    if uses_sm_count(k):
+    if syms.uses_sm_count:
         params.append({"name": SM_COUNT_PARAM, "kind": "device", "dtype": "i32", "value": [SM_COUNT]})
     launch = syms.launch
     out = {
