@@ -40,9 +40,20 @@ def fold_expr(expr: ir.Expr) -> ir.Expr:
     return visit.transform(expr, _fold_node)
 
 
-def fold_block(stmts) -> tuple:
-    """A statement list folded, constant `if`s replaced by their taken branch."""
-    return _prune_block(tuple(visit.transform(s, _fold_node) for s in stmts))
+def fold_block(stmts, env=None) -> tuple:
+    """A statement list folded, constant `if`s replaced by their taken branch.
+    With `env` (name -> literal or name), each name in it is first replaced
+    by its value at the use's span, in the same traversal: unroll folds every
+    copy of a loop body just after substituting into it."""
+    if not env:
+        return _prune_block(tuple(visit.transform(s, _fold_node) for s in stmts))
+
+    def fn(node):
+        if isinstance(node, ir.Name) and node.id in env:
+            node = attrs.evolve(env[node.id], span=node.span)
+        return _fold_node(node)
+
+    return _prune_block(tuple(visit.transform(s, fn) for s in stmts))
 
 
 def prune(node: ir.Node) -> ir.Node:

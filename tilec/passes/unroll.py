@@ -117,9 +117,8 @@ class _Unroller:
             )
         out = []
         for i in range(start, stop, step):
-            body = tuple(_substitute(s, {loop.var: ir.Int(i)}) for s in loop.body)
-            copy = self.block(self.iteration(body, visible), visible)
-            self.copied += sum(1 for s in copy for n in visit.walk(s) if isinstance(n, ir.Stmt))
+            copy = self.block(self.iteration(loop.body, visible, {loop.var: ir.Int(i)}), visible)
+            self.copied += _statements(copy)
             if self.copied > MAX_STATEMENTS:
                 raise TilecError(
                     f"unrolling makes more than {MAX_STATEMENTS} statements in this kernel; "
@@ -129,15 +128,16 @@ class _Unroller:
             out.extend(copy)
         return out
 
-    def iteration(self, stmts, visible: set) -> list:
-        """One copy of a loop body, folded, with the names it binds made its
-        own.  A substituted literal may decide an `if`, whose taken branch then
-        joins the copy (and its bindings with it)."""
+    def iteration(self, stmts, visible: set, env: dict) -> list:
+        """One copy of a loop body, `env` (the loop variable's value)
+        substituted and folded, with the names it binds made its own.  A
+        substituted literal may decide an `if`, whose taken branch then joins
+        the copy (and its bindings with it)."""
         visible = set(visible)
-        env: dict = {}
+        env = dict(env)
         pending, out = list(stmts), []
         while pending:
-            folded = fold_block((_substitute(pending.pop(0), env),))
+            folded = fold_block((pending.pop(0),), env)
             if len(folded) != 1:
                 pending[:0] = folded
                 continue
@@ -200,14 +200,14 @@ def _check_not_rebound(loop: ir.For) -> None:
                         raise TilecError(f"cannot assign to the unroll variable '{loop.var}'", item.span)
 
 
-def _substitute(s: ir.Stmt, env: dict) -> ir.Stmt:
-    """`s` with each name in `env` replaced by its value (at the use's span)."""
-    if not env:
-        return s
-
-    def fn(node):
-        if isinstance(node, ir.Name) and node.id in env:
-            return attrs.evolve(env[node.id], span=node.span)
-        return node
-
-    return visit.transform(s, fn)
+def _statements(stmts) -> int:
+    """How many statements `stmts` holds, nested bodies included
+    (statements occur only in statement bodies, never in expressions)."""
+    n = 0
+    for s in stmts:
+        n += 1
+        for field in ("body", "then", "orelse"):
+            inner = getattr(s, field, None)
+            if inner:
+                n += _statements(inner)
+    return n
