@@ -21,7 +21,8 @@ what a walk costs."""
 
 _GETTERS: dict = {}
 """Node class -> a function returning the values of those fields as a
-tuple (one `attrgetter` call instead of a `getattr` per field)."""
+tuple (one `attrgetter` call instead of a `getattr` per field), or None for
+a class without such fields."""
 
 
 _SCALAR_FIELDS = frozenset({"str", "int", "float", "bool", "Optional[str]", "Optional[int]", "Tuple[str, ...]"})
@@ -39,29 +40,31 @@ def _child_fields(cls) -> tuple:
     return names
 
 
-def _field_values(node: ir.Node) -> tuple:
-    getter = _GETTERS.get(type(node))
-    if getter is None:
-        names = _child_fields(type(node))
-        if len(names) == 1:
-            one = operator.attrgetter(names[0])
-            getter = lambda n: (one(n),)  # noqa: E731
-        elif names:
-            getter = operator.attrgetter(*names)
-        else:
-            getter = lambda n: ()  # noqa: E731
-        _GETTERS[type(node)] = getter
-    return getter(node)
+def _getter(cls):
+    names = _child_fields(cls)
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        getter = lambda n: (one(n),)  # noqa: E731
+    elif names:
+        getter = operator.attrgetter(*names)
+    else:
+        getter = None  # a leaf
+    _GETTERS[cls] = getter
+    return getter
 
 
 def _child_list(node: ir.Node) -> list:
+    cls = type(node)
+    getter = _GETTERS[cls] if cls in _GETTERS else _getter(cls)
+    if getter is None:
+        return []
     Node = ir.Node
     out = []
-    for value in _field_values(node):
+    for value in getter(node):
         if isinstance(value, Node):
             out.append(value)
         elif isinstance(value, tuple):
-            out.extend(item for item in value if isinstance(item, Node))
+            out += [item for item in value if isinstance(item, Node)]
     return out
 
 
@@ -86,29 +89,51 @@ def walk(node: ir.Node) -> Iterator[ir.Node]:
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
     """Rebuild `node` with `fn` applied to each direct child (not recursive)."""
     Node = ir.Node
-    changes = {}
+    changes = None
     for name in _child_fields(type(node)):
         value = getattr(node, name)
         if isinstance(value, Node):
             new = fn(value)
-        elif isinstance(value, tuple) and any(isinstance(v, Node) for v in value):
+            if new is value:
+                continue
+        elif isinstance(value, tuple) and value:
             items = [fn(v) if isinstance(v, Node) else v for v in value]
             if all(a is b for a, b in zip(items, value)):
                 continue  # nothing below changed: keep the node (and its identity)
             new = tuple(items)
         else:
             continue
-        if new is not value:
-            changes[name] = new
-    return attrs.evolve(node, **changes) if changes else node
+        if changes is None:
+            changes = {}
+        changes[name] = new
+    return _evolve(node, changes) if changes else node
+
+
+_INIT_FIELDS: dict = {}
+"""Node class -> the names of all its fields (every IR field is an `__init__`
+argument of the same name)."""
+
+
+def _evolve(node: ir.Node, changes: dict) -> ir.Node:
+    """`attrs.evolve(node, **changes)` without asking attrs for the fields
+    of the class at each call (a transform rebuilds thousands of nodes)."""
+    cls = type(node)
+    names = _INIT_FIELDS.get(cls)
+    if names is None:
+        names = _INIT_FIELDS[cls] = tuple(f.name for f in attrs.fields(cls))
+    return cls(**{n: changes[n] if n in changes else getattr(node, n) for n in names})
 
 
 def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
     """Post-order rewrite: children first, then `fn` on the rebuilt node.
 
-    `fn` returns the node unchanged to keep it.  Spans are preserved by
-    `attrs.evolve`."""
-    return fn(map_children(node, lambda child: transform(child, fn)))
+    `fn` returns the node unchanged to keep it.  Spans are preserved (a
+    rebuilt node keeps its own)."""
+
+    def rewrite(n):
+        return fn(map_children(n, rewrite))
+
+    return rewrite(node)
 
 
 def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None) -> set:
