@@ -12,7 +12,7 @@ from tilec.compiler.passmanager import Options
 from tilec.pipeline import compile_source, pass_manager
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
-from tilec.passes.dispatch.operands import difference
+from tilec.passes.dispatch.build import difference
 
 FRAG = "S[(2, 8, 4, 2) : (2, 4@laneid, 1@laneid, 1)]"
 

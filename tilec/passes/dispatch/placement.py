@@ -23,7 +23,9 @@ from tilec.compiler.layout import TileLayout, fuse_contiguous
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.operands import Divisors, Region, const
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import const
+from tilec.passes.dispatch.vectors import Divisors
 
 
 def _digits(iters, xs) -> Dict[str, List[int]]:

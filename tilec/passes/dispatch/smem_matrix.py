@@ -31,7 +31,9 @@ from tilec.compiler.mma_desc import SWIZZLE_NONE, smem_desc_for_layout
 from tilec.compiler.printer import print_expr
 from tilec.compiler.swizzle import ATOM_BYTES, swizzle_mode
 from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer
-from tilec.passes.dispatch.operands import Divisors, Region, add, mul
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import add, mul
+from tilec.passes.dispatch.vectors import Divisors
 from tilec.passes.dispatch.placement import Placed, place
 
 

@@ -13,7 +13,7 @@ from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.layout import TileLayout
 from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import Buffer
-from tilec.passes.dispatch.operands import add, mul
+from tilec.passes.dispatch.build import add, mul
 from tilec.passes.dispatch.placement import Placed
 from tilec.passes.dispatch.registry import DispatchContext
 

@@ -12,7 +12,9 @@ from typing import List
 from tilec.compiler import ir
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.operands import Region, Threads, narrowing_guard, storage
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.register_storage import storage
+from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 
 MMA_M = 64

@@ -1,7 +1,7 @@
 """cast -> cvt ("cvt"): each thread converts the register elements it holds.
 
 Both operands are register buffers whose layouts give every thread the same
-elements (`operands.register_pairs`), so a cast never moves data between
+elements (`register_storage.register_pairs`), so a cast never moves data between
 threads.  f32 to f16 or bf16 goes two elements at a time through one
 `cvt.rn.f16x2.f32` (`ptx.cvt.f16x2.f32`); any two elements pair, since
 register arrays keep one element per register.  Other conversions are one
@@ -12,20 +12,16 @@ from __future__ import annotations
 
 from tilec.compiler import ir
 from tilec.passes.dispatch import FAMILIES, predicate, register
-from tilec.passes.dispatch.operands import (
-    Threads,
-    assign,
+from tilec.passes.dispatch.build import assign, guarded
+from tilec.passes.dispatch.operands import bind, region, same_shape
+from tilec.passes.dispatch.register_storage import (
     axis_exprs,
-    bind,
-    guarded,
-    region,
     register_element,
     register_pairs,
-    roll,
-    same_shape,
     scalar_elements,
-    scope_of,
 )
+from tilec.passes.dispatch.roll import roll
+from tilec.passes.dispatch.threads import Threads, scope_of
 
 _PAIRED = {"f16": "ptx.cvt.f16x2.f32", "bf16": "ptx.cvt.bf16x2.f32"}
 

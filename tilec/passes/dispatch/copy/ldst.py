@@ -11,7 +11,7 @@ all the swizzle needs.
 
 With registers on one side, the register layout decides who moves what:
 each thread moves exactly the elements it holds, its registers named by
-constant indices (`operands.register_element`) and the memory side indexed
+constant indices (`register_storage.register_element`) and the memory side indexed
 by its thread position.  Registers that hold consecutive elements of a
 contiguous memory run move as one vector.  Register to register, both
 layouts must give each thread the same elements.
@@ -22,28 +22,20 @@ from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.value_types import value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
 from tilec.passes.dispatch.copy.operands import copy_operands
-from tilec.passes.dispatch.operands import (
-    Divisors,
-    Region,
-    Threads,
-    assign,
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import assign, conj, copy_vec, guarded
+from tilec.passes.dispatch.register_storage import (
     axis_exprs,
     check_scope,
-    conj,
-    copy_vec,
-    guarded,
     held_elements,
     register_element,
     register_pairs,
-    roll,
     scalar_elements,
-    scope_of,
-    spread,
     storage,
-    vector_ok,
-    whole_scope,
-    widths,
 )
+from tilec.passes.dispatch.roll import roll
+from tilec.passes.dispatch.threads import Threads, scope_of, whole_scope
+from tilec.passes.dispatch.vectors import Divisors, spread, vector_ok, widths
 
 
 def _no_tensor_memory(op, ctx):

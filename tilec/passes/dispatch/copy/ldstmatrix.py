@@ -24,19 +24,10 @@ from tilec.compiler import ir
 from tilec.compiler.printer import print_expr
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
 from tilec.passes.dispatch.copy.operands import copy_operands
-from tilec.passes.dispatch.operands import (
-    Divisors,
-    Threads,
-    add,
-    floordiv,
-    WARP_COLLECTIVE,
-    held_elements,
-    mod,
-    mul,
-    register_element,
-    storage,
-    vector_ok,
-)
+from tilec.passes.dispatch.build import add, floordiv, mod, mul
+from tilec.passes.dispatch.register_storage import held_elements, register_element, storage
+from tilec.passes.dispatch.threads import Threads, WARP_COLLECTIVE
+from tilec.passes.dispatch.vectors import Divisors, vector_ok
 
 ROWS = 8  # an 8x8 matrix of 16-bit elements: 8 rows of 16 bytes
 

@@ -27,7 +27,9 @@ from tilec.compiler import ir
 from tilec.passes.dispatch import Decline, predicate, register
 from tilec.passes.dispatch.copy.operands import copy_operands
 from tilec.passes.dispatch.wgmma_fragment import MMA_M, WHOLE_WARPGROUP, fragment_elements
-from tilec.passes.dispatch.operands import Divisors, Threads, add, floordiv, mod, mul, vector_ok
+from tilec.passes.dispatch.build import add, floordiv, mod, mul
+from tilec.passes.dispatch.threads import Threads
+from tilec.passes.dispatch.vectors import Divisors, vector_ok
 
 ROWS = 8  # a matrix row: 8 16-bit elements, 16 bytes
 

@@ -33,18 +33,10 @@ from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.passes.dispatch import FAMILIES, predicate, register
-from tilec.passes.dispatch.operands import (
-    Divisors,
-    Threads,
-    copy_vec,
-    region,
-    same_shape,
-    scope_of,
-    spread,
-    vector_ok,
-    whole_scope,
-    widths,
-)
+from tilec.passes.dispatch.build import copy_vec
+from tilec.passes.dispatch.operands import region, same_shape
+from tilec.passes.dispatch.threads import Threads, scope_of, whole_scope
+from tilec.passes.dispatch.vectors import Divisors, spread, vector_ok, widths
 from tilec.passes.dispatch.registry import DispatchContext, TileOp
 
 SIGNATURE = Signature.parse('dst: expr, src: expr, *, cache: str(ca|cg) = None, oob: str(zero) = None')

@@ -38,7 +38,8 @@ from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.passes.dispatch.copy_async.operands import operand_pair
-from tilec.passes.dispatch.operands import Divisors, same_shape
+from tilec.passes.dispatch.operands import same_shape
+from tilec.passes.dispatch.vectors import Divisors
 from tilec.passes.dispatch.placement import place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 from tilec.passes.dispatch.smem_matrix import shared_matrix

@@ -34,15 +34,10 @@ from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.intrinsics import TCGEN05_LD_DTYPES
 from tilec.compiler.printer import print_expr
 from tilec.passes.dispatch.copy_async.operands import operand_pair
-from tilec.passes.dispatch.operands import (
-    Threads,
-    add,
-    mul,
-    narrowing_guard,
-    register_element,
-    same_shape,
-    storage,
-)
+from tilec.passes.dispatch.build import add, mul
+from tilec.passes.dispatch.operands import same_shape
+from tilec.passes.dispatch.register_storage import register_element, storage
+from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.placement import place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 from tilec.passes.dispatch.tmem import routed, tmem_address, tmem_base, tmem_columns

@@ -40,7 +40,8 @@ from tilec.compiler.affine import linear
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.operands import mul, region, same_shape
+from tilec.passes.dispatch.build import mul
+from tilec.passes.dispatch.operands import region, same_shape
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 
 SIGNATURE = Signature.parse(

@@ -14,23 +14,19 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.value_types import assignable, value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, predicate, register
-from tilec.passes.dispatch.operands import (
-    Threads,
-    assign,
+from tilec.passes.dispatch.build import assign, guarded
+from tilec.passes.dispatch.operands import bind, region
+from tilec.passes.dispatch.register_storage import (
     axis_exprs,
-    bind,
     check_scope,
-    guarded,
     held_elements,
-    region,
     register_element,
-    roll,
     scalar_elements,
-    scope_of,
-    spread,
     storage,
-    whole_scope,
 )
+from tilec.passes.dispatch.roll import roll
+from tilec.passes.dispatch.threads import Threads, scope_of, whole_scope
+from tilec.passes.dispatch.vectors import spread
 
 
 def _destination(op, ctx):

@@ -26,18 +26,11 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import TileLayout
 from tilec.compiler.printer import print_expr
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
-from tilec.passes.dispatch.operands import (
-    Region,
-    Storage,
-    Threads,
-    add,
-    assign,
-    bind,
-    WARP_COLLECTIVE,
-    mul,
-    region,
-    storage,
-)
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import add, assign, mul
+from tilec.passes.dispatch.operands import bind, region
+from tilec.passes.dispatch.register_storage import Storage, storage
+from tilec.passes.dispatch.threads import Threads, WARP_COLLECTIVE
 from tilec.compiler.fold import fold_expr
 
 

@@ -65,7 +65,9 @@ from tilec.compiler.mma_desc import (
     tcgen05_check_operand_swizzle,
     tcgen05_mma_k,
 )
-from tilec.passes.dispatch.operands import Divisors, Region, region
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.operands import region
+from tilec.passes.dispatch.vectors import Divisors
 from tilec.passes.dispatch.placement import matrix, place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 from tilec.passes.dispatch.smem_matrix import operand_matrix

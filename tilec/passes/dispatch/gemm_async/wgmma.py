@@ -67,7 +67,10 @@ from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.mma_desc import wgmma_mma_k
-from tilec.passes.dispatch.operands import Divisors, Region, Threads, region
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.operands import region
+from tilec.passes.dispatch.threads import Threads
+from tilec.passes.dispatch.vectors import Divisors
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate, register
 from tilec.passes.dispatch.smem_matrix import SharedMatrix, operand_matrix
 from tilec.passes.dispatch.wgmma_fragment import MMA_M, WHOLE_WARPGROUP, fragment_elements

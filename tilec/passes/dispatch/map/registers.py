@@ -27,23 +27,19 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import assignable, value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
-from tilec.passes.dispatch.operands import (
-    Region,
-    Threads,
-    add,
-    assign,
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import add, assign, guarded
+from tilec.passes.dispatch.operands import bind, region
+from tilec.passes.dispatch.register_storage import (
     axis_exprs,
-    bind,
     follows,
-    guarded,
     held_elements,
-    narrowing_guard,
-    region,
     register_element,
-    roll,
     scalar_elements,
     storage,
 )
+from tilec.passes.dispatch.roll import roll
+from tilec.passes.dispatch.threads import Threads, narrowing_guard
 
 
 def _destination(op, ctx) -> Region:

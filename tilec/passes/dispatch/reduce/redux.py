@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from tilec.compiler import ir
 from tilec.passes.dispatch import FAMILIES, predicate, register
-from tilec.passes.dispatch.operands import Threads
+from tilec.passes.dispatch.threads import Threads
 from tilec.passes.dispatch.reduce.stages import lanes_run_together, lower as lower_reduction
 from tilec.passes.dispatch.reduce.stages import plan, registers, stages, within_warp
 

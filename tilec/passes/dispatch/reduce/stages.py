@@ -35,28 +35,20 @@ from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import assignable, value_type_of_dtype
-from tilec.passes.dispatch.operands import (
-    SIGNATURES,
-    Region,
+from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import add, conj, floordiv, mod, mul
+from tilec.passes.dispatch.operands import SIGNATURES, bind, region, shape_text
+from tilec.passes.dispatch.register_storage import (
     Storage,
-    Threads,
-    add,
     axis_exprs,
-    bind,
-    conj,
-    floordiv,
     follows,
     held_elements,
-    mod,
-    mul,
-    narrowing_guard,
-    region,
     register_element,
-    roll,
     scalar_elements,
-    shape_text,
     storage,
 )
+from tilec.passes.dispatch.roll import roll
+from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp
 
 
@@ -81,8 +73,8 @@ class Reduction:
     dtype: str  # the type the reduction computes in: the destination's
     rows: tuple  # of Row
     lanes: tuple  # xor masks on laneid, one butterfly round each
-    warps: tuple  # operands.Term on wid_in_wg / wgid along the reduced dims
-    lane_terms: tuple  # operands.Term on laneid along the reduced dims
+    warps: tuple  # register_storage.Term on wid_in_wg / wgid along the reduced dims
+    lane_terms: tuple  # register_storage.Term on laneid along the reduced dims
     src_storage: Storage
     scratch: Optional[ir.Expr]
 

@@ -1,0 +1,87 @@
+"""Building the IR a lowering writes.  Arithmetic on thread positions and
+indices goes through `add`/`mul`/`floordiv`/`mod`, which fold what they can
+(`(x * 8) // 4` is `x * 2`, `(x % 4) // 8` is 0), so the lowered IR reads
+like what an author would write; `copy_vec`, `assign` and `guarded` are the
+statements most lowerings end in.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from tilec.compiler import ir
+from tilec.compiler.affine import linear
+from tilec.compiler.fold import fold_expr
+from tilec.compiler.region import plus as add
+
+__all__ = ["add", "assign", "conj", "const", "copy_vec", "difference", "floordiv", "guarded", "mod", "mul"]
+
+
+def const(e: ir.Expr) -> Optional[int]:
+    e = fold_expr(e)
+    return e.value if isinstance(e, ir.Int) else None
+
+
+def mul(a: ir.Expr, k: int) -> ir.Expr:
+    if k == 0:
+        return ir.Int(0)
+    return a if k == 1 else fold_expr(ir.Binary("*", a, ir.Int(k)))
+
+
+def _by_literal(a: ir.Expr, op: str):
+    """(x, k) when `a` is `x op k` for a literal k."""
+    if isinstance(a, ir.Binary) and a.op == op and isinstance(a.rhs, ir.Int):
+        return a.lhs, a.rhs.value
+    return None
+
+
+def floordiv(a: ir.Expr, k: int) -> ir.Expr:
+    if k == 1:
+        return a
+    scaled, divided, wrapped = _by_literal(a, "*"), _by_literal(a, "//"), _by_literal(a, "%")
+    if scaled is not None and scaled[1] % k == 0:
+        return mul(scaled[0], scaled[1] // k)
+    if divided is not None and divided[1] > 0:
+        return floordiv(divided[0], divided[1] * k)
+    if wrapped is not None and 0 < wrapped[1] <= k:  # x % a is in [0, a)
+        return ir.Int(0)
+    return fold_expr(ir.Binary("//", a, ir.Int(k)))
+
+
+def mod(a: ir.Expr, k: int) -> ir.Expr:
+    scaled, wrapped = _by_literal(a, "*"), _by_literal(a, "%")
+    if k == 1 or scaled is not None and scaled[1] % k == 0:
+        return ir.Int(0)
+    if wrapped is not None and wrapped[1] % k == 0:
+        return mod(wrapped[0], k)
+    divided = _by_literal(a, "//")
+    inner = divided and _by_literal(divided[0], "%")
+    if inner and divided[1] > 0 and -(-inner[1] // divided[1]) <= k:  # (x % a) // b < ceil(a / b)
+        return a
+    return fold_expr(ir.Binary("%", a, ir.Int(k)))
+
+
+def conj(conds: Sequence[ir.Expr]) -> Optional[ir.Expr]:
+    out = None
+    for c in conds:
+        out = c if out is None else ir.Binary("and", out, c)
+    return out
+
+
+def difference(stop: ir.Expr, start: ir.Expr) -> Optional[int]:
+    """`stop - start` when it is a compile-time integer."""
+    d = linear(fold_expr(ir.Binary("-", stop, start)))
+    return d.const if d.is_const else None
+
+
+def copy_vec(dst: ir.Index, src: ir.Index, v: int) -> ir.Stmt:
+    return ir.ExprStmt(ir.Call("copy_vec", (dst, src, ir.Int(v))))
+
+
+def assign(dst: ir.Expr, value: ir.Expr) -> ir.Stmt:
+    return ir.Assign((dst,), value)
+
+
+def guarded(cond: Optional[ir.Expr], stmts: list) -> list:
+    if cond is None or not stmts:
+        return stmts
+    return [ir.If(cond, tuple(stmts))]

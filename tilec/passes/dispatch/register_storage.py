@@ -1,0 +1,326 @@
+"""Register storage: a register buffer's elements from one thread's point
+of view.
+
+`Storage` inverts a register buffer's layout: for each of a thread's
+storage slots (registers), the element it holds as a formula of the
+thread's position.  That is what lets a lowering name registers with
+constant indices (`register_element`: the element thread 0 holds there)
+while the memory side is indexed by the thread's position.
+`held_elements`, `follows` and `register_pairs` match such views against a
+region and against each other.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Dict, Optional, Sequence
+
+import attrs
+
+from tilec.compiler import ir
+from tilec.compiler.layout import split_thread_axes, storage_size
+from tilec.compiler.layout_axes import BASE_AXES, LayoutError, in_hierarchy, is_thread
+from tilec.compiler.layout_shape import group
+from tilec.compiler.printer import print_expr
+from tilec.compiler.region import Region
+from tilec.compiler.symbols import Buffer
+from tilec.compiler.value_types import FLOAT_TYPES, FP8_TYPES, INT_TYPES, value_type_of_dtype
+from tilec.passes.dispatch.build import add, conj, floordiv, mod, mul
+from tilec.passes.dispatch.registry import Decline
+from tilec.passes.dispatch.threads import LEVEL_OF_AXIS, SCOPE_OF_LEVEL, Threads
+
+
+MAX_REGISTER_SLOTS = 4096
+"""More storage slots per thread than any register array has (a thread has
+at most 255 registers); a layout that spans more is refused, not enumerated."""
+
+
+@attrs.frozen
+class Term:
+    """One thread iterator of a register layout: its digit of the thread's
+    position on `axis`, times `inner`, adds to the element's index in `dim`."""
+
+    axis: str
+    stride: int
+    extent: int
+    dim: int
+    inner: int
+
+
+@attrs.frozen
+class Storage:
+    """A register buffer's elements from one thread's point of view.
+
+    `slots[s]` is the coordinate (per buffer dim) of the element storage
+    slot s holds in the thread at position 0 on every axis, or None for a
+    slot no element uses; a thread at another position holds, in the same
+    slot, that coordinate plus its `terms`.  `used[axis]` is how many
+    positions of each base thread axis hold elements (the others hold none);
+    `scope` the scope whose threads share the buffer ("thread" when the
+    layout names no thread axis); `copies` the replica iterators on thread
+    axes (`storage(..., replicated=True)`): threads that differ only in
+    those digits hold the same elements."""
+
+    buffer: Buffer
+    slots: tuple
+    terms: tuple
+    used: tuple  # (axis, positions) pairs
+    scope: str
+    copies: tuple = ()  # of Term (dim -1)
+
+    @property
+    def size(self) -> int:
+        return len(self.slots)
+
+    def thread_offset(self, positions: Dict[str, int]) -> tuple:
+        """The coordinate shift of the thread at `positions` (Python ints)."""
+        shift = [0] * len(self.buffer.shape)
+        for t in self.terms:
+            shift[t.dim] += (positions.get(t.axis, 0) // t.stride % t.extent) * t.inner
+        return tuple(shift)
+
+    def coordinate(self, slot: int, positions: Dict[str, int]) -> tuple:
+        return tuple(c + s for c, s in zip(self.slots[slot], self.thread_offset(positions)))
+
+    def positions(self):
+        """Every thread position (a dict per thread) that holds elements."""
+        axes = [a for a, _ in self.used]
+        for combo in itertools.product(*(range(n) for _, n in self.used)):
+            yield dict(zip(axes, combo))
+
+    def offset_exprs(self, axis_exprs: Dict[str, ir.Expr]) -> tuple:
+        """The coordinate shift of the running thread, per dim, as expressions
+        of its positions `axis_exprs`."""
+        used = dict(self.used)
+        shift = [ir.Int(0) for _ in self.buffer.shape]
+        for t in self.terms:
+            digit = floordiv(axis_exprs[t.axis], t.stride)
+            if t.stride * t.extent < used[t.axis]:
+                digit = mod(digit, t.extent)
+            shift[t.dim] = add(shift[t.dim], mul(digit, t.inner))
+        return tuple(shift)
+
+    def first_copy(self, axis_exprs: Dict[str, ir.Expr]) -> Optional[ir.Expr]:
+        """The condition under which the running thread holds the first copy
+        of its elements (every replica digit 0), or None without replicas:
+        the one thread of each group of copies that writes them out."""
+        return conj([
+            ir.Binary("==", mod(floordiv(axis_exprs[c.axis], c.stride), c.extent), ir.Int(0)) for c in self.copies
+        ])
+
+    def guard(self, threads: "Threads", axis_exprs: Dict[str, ir.Expr]) -> Optional[ir.Expr]:
+        """The condition under which the running thread holds elements, or
+        None when every thread of the scope does."""
+        conds = []
+        for axis, n in self.used:
+            if n < threads.level_size(axis):
+                e = axis_exprs[axis]
+                conds.append(ir.Binary("==", e, ir.Int(0)) if n == 1 else ir.Binary("<", e, ir.Int(n)))
+        return conj(conds)
+
+
+def storage(buf: Buffer, threads: Threads, replicated: bool = False) -> Storage:
+    """The thread's view of register buffer `buf`; `Decline` when its layout
+    is not one a synchronous lowering can address (replicas, threads that
+    share an element, thread positions that do not decode).  `replicated`
+    admits replicas on thread axes (`reduce_layout`'s row values, held by
+    every lane of a quad): those threads hold the same elements, and only
+    reading operations (or a reduction, which leaves them all equal) may
+    accept such a buffer."""
+    layout = buf.tile_layout
+    if layout.replica and not (replicated and all(in_hierarchy(it.axis) for it in layout.replica)):
+        raise Decline(f"register buffer '{buf.name}' has replica axes ({layout})")
+    try:
+        split = split_thread_axes(layout)
+    except LayoutError as err:
+        raise Decline(f"the layout of '{buf.name}' cannot be split into lanes and warps: {err.message}") from None
+    for it in split.shard:
+        if is_thread(it.axis) and not in_hierarchy(it.axis):
+            raise Decline(f"the layout of register buffer '{buf.name}' places elements on {it.axis}")
+    if any(v for n, v in split.offset if is_thread(n)):
+        raise Decline(f"the layout of '{buf.name}' is offset on a thread axis ({layout})")
+    grouped = group(split, buf.shape)
+    terms, mem = [], []  # mem: (stride, extent, dim, inner)
+    for d in range(len(buf.shape)):
+        inner = 1
+        for it in reversed(grouped.dim(d)):
+            if it.extent > 1:
+                if is_thread(it.axis):
+                    terms.append(Term(it.axis, it.stride, it.extent, d, inner))
+                else:
+                    mem.append((it.stride, it.extent, d, inner))
+            inner *= it.extent
+    copies = [Term(it.axis, it.stride, it.extent, -1, 0) for it in split.replica if it.extent > 1]
+    used, axes = [], sorted({t.axis for t in terms + copies}, key=LEVEL_OF_AXIS.__getitem__)
+    for axis in axes:
+        its = sorted((t for t in terms + copies if t.axis == axis), key=lambda t: t.stride)
+        unit = 1
+        for t in its:
+            if t.stride != unit:
+                raise Decline(
+                    f"the thread positions of '{buf.name}' on {axis} do not decode "
+                    f"(strides {[x.stride for x in its]}, extents {[x.extent for x in its]}); "
+                    "each thread must hold a distinct set of elements"
+                )
+            unit *= t.extent
+        used.append((axis, unit))
+    levels = [LEVEL_OF_AXIS[a] for a in axes]
+    scope = "thread" if not levels else SCOPE_OF_LEVEL[max(levels)]
+    if levels:
+        # levels below the highest that no iterator reaches: only position 0 holds elements
+        present = dict(used)
+        used = [(a, present.get(a, 1)) for a in BASE_AXES[: max(levels) + 1]]
+    for axis, n in used:
+        if n > threads.level_size(axis):
+            raise Decline(
+                f"the layout of '{buf.name}' uses {n} positions of {axis} but the launch has "
+                f"{threads.level_size(axis)}"
+            )
+    offset_m = dict(layout.offset).get("m", 0)
+    size = storage_size(layout)
+    if size > MAX_REGISTER_SLOTS:
+        raise Decline(f"register buffer '{buf.name}' spans {size} storage slots per thread ({layout})")
+    slots = [None] * size
+    for digits in itertools.product(*(range(e) for _, e, _, _ in mem)):
+        m = offset_m + sum(dg * st for dg, (st, _, _, _) in zip(digits, mem))
+        if layout.swizzle is not None:
+            m = layout.swizzle(m)
+        coord = [0] * len(buf.shape)
+        for dg, (_, _, d, inner) in zip(digits, mem):
+            coord[d] += dg * inner
+        if slots[m] is not None:
+            raise Decline(f"register buffer '{buf.name}' keeps two elements in one register ({layout})")
+        slots[m] = tuple(coord)
+    return Storage(buf, tuple(slots), tuple(terms), tuple(used), scope, tuple(copies))
+
+
+def axis_exprs(st: Storage, threads: Threads) -> Dict[str, ir.Expr]:
+    """The running thread's position on each axis `st` uses."""
+    out = {}
+    for axis, _ in st.used:
+        out[axis] = threads.require(threads.axis(axis), f"the thread's position on {axis}")
+    return out
+
+
+def scalar_elements(dtype: str) -> bool:
+    """Whether a register array of `dtype` holds its elements as scalar
+    values, one per register (e4m3 and e5m2 in a 16-bit register each; fp4,
+    ue8m0 and tf32 elements are not values)."""
+    return value_type_of_dtype(dtype) in FLOAT_TYPES + INT_TYPES + FP8_TYPES
+
+
+def register_element(buf: Buffer, coord: Sequence[int]) -> ir.Index:
+    """The register holding element `coord` in thread 0, which names the
+    same register (the same storage slot) in every thread: the emitter
+    locates a register-array element by the `m` part of its layout alone."""
+    return ir.Index(ir.Name(buf.name), tuple(ir.Int(c) for c in coord))
+
+
+def check_scope(st: Storage, scope: str, threads: Threads, what: str) -> None:
+    """A register buffer spread over threads is copied by exactly the
+    threads that share it."""
+    if st.scope != "thread" and threads.size(st.scope) != threads.size(scope):
+        raise Decline(
+            f"the layout of {what} '{st.buffer.name}' spreads it over a {st.scope}, "
+            f"but the call is at {scope} scope"
+        )
+
+
+@attrs.frozen
+class Held:
+    """A register-region element a thread holds: in storage slot `slot`,
+    named by `register_element(buf, coord)`, at region index `index`
+    (expressions of the thread's position, one per region dim), which is
+    `base` in thread 0."""
+
+    slot: int
+    coord: tuple
+    index: tuple
+    base: tuple  # the region index in thread 0 (ints)
+
+
+def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
+    """The elements of register region `reg` each thread holds, by slot.
+    `Decline` when whether a slot's element is in the region depends on the
+    thread (a region that cuts through the thread pattern)."""
+    starts = reg.const_starts()
+    if starts is None:
+        raise Decline(f"the region of register buffer '{reg.name}' must have compile-time bounds")
+    reach = [0] * len(reg.extents)
+    for t in st.terms:
+        reach[t.dim] += (t.extent - 1) * t.inner
+    shift = st.offset_exprs(axes)
+    out = []
+    for s, c in enumerate(st.slots):
+        if c is None:
+            continue
+        inside = [a <= lo and lo + r < a + e for lo, r, a, e in zip(c, reach, starts, reg.extents)]
+        outside = [lo + r < a or lo >= a + e for lo, r, a, e in zip(c, reach, starts, reg.extents)]
+        if any(outside):
+            continue
+        if not all(inside):
+            raise Decline(
+                f"region '{print_expr(reg.expr)}' splits the elements of register slot {s} "
+                "between threads; copy whole fragments"
+            )
+        base = tuple(c[d] - starts[d] for d in reg.dims)
+        index = tuple(add(ir.Int(b), shift[d]) for b, d in zip(base, reg.dims))
+        out.append(Held(s, c, index, base))
+    return out
+
+
+def follows(follower: Storage, leader: Storage, project) -> bool:
+    """Whether every thread holding elements of `leader` holds, in
+    `follower`, the elements it needs, moved as its leader elements move:
+    for each thread position, `follower`'s shift is `project(leader's
+    shift)`.  With thread 0's correspondence (checked by the caller, slot
+    by slot) that makes one register name right in every thread."""
+    for p in leader.positions():
+        if not all(p.get(axis, 0) < n for axis, n in follower.used):
+            return False
+        if follower.thread_offset(p) != tuple(project(leader.thread_offset(p))):
+            return False
+    return True
+
+
+def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
+    """For a register-to-register operation: ([(dst coord, src coord)],
+    storage of src) where each pair names, by thread-0 coordinates, the
+    registers that correspond in every thread.  They do when both layouts
+    move a thread's elements by the same shift (then thread 0's
+    correspondence holds in every thread); `Decline` otherwise, since that
+    would need a shuffle between threads."""
+    sd, ss = storage(dst.buffer, threads), storage(src.buffer, threads)
+    check_scope(sd, scope, threads, "destination")
+    check_scope(ss, scope, threads, "source")
+    dstarts = dst.const_starts()
+    if dstarts is None:
+        raise Decline(f"the region of register buffer '{dst.name}' must have compile-time bounds")
+    if sd.used != ss.used or any(
+        _moved(ss.thread_offset(p), src, dst) != sd.thread_offset(p) for p in ss.positions()
+    ):
+        raise Decline(
+            f"'{dst.name}' and '{src.name}' spread their elements over different threads; "
+            "a register copy cannot move elements between threads"
+        )
+    slot_of = {c: s for s, c in enumerate(sd.slots) if c is not None}
+    pairs = []
+    for h in held_elements(src, ss, axis_exprs(ss, threads)):
+        cd = list(dstarts)
+        for d, b in zip(dst.dims, h.base):
+            cd[d] += b
+        if tuple(cd) not in slot_of:
+            raise Decline(f"thread 0 holds {src.name}{list(h.coord)} but not {dst.name}{cd}; the layouts do not match")
+        pairs.append((tuple(cd), h.coord))
+    return pairs, ss
+
+
+def _moved(shift: tuple, src: Region, dst: Region) -> tuple:
+    """A shift of `src` coordinates as a shift of `dst` coordinates (region
+    dims correspond in order; a shift along a dim outside the region has no
+    counterpart, so it cannot match)."""
+    out = [0] * len(dst.extents)
+    for d, s in zip(dst.dims, src.dims):
+        out[d] = shift[s]
+    if any(shift[s] for s in range(len(shift)) if s not in src.dims):
+        return (None,)
+    return tuple(out)
