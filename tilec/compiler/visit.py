@@ -106,7 +106,7 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
         if changes is None:
             changes = {}
         changes[name] = new
-    return _evolve(node, changes) if changes else node
+    return evolve(node, **changes) if changes else node
 
 
 _INIT_FIELDS: dict = {}
@@ -114,9 +114,10 @@ _INIT_FIELDS: dict = {}
 argument of the same name)."""
 
 
-def _evolve(node: ir.Node, changes: dict) -> ir.Node:
-    """`attrs.evolve(node, **changes)` without asking attrs for the fields
-    of the class at each call (a transform rebuilds thousands of nodes)."""
+def evolve(node: ir.Node, **changes) -> ir.Node:
+    """`attrs.evolve(node, **changes)` for IR nodes, without asking attrs for
+    the fields of the class at each call (a transform rebuilds thousands of
+    nodes)."""
     cls = type(node)
     names = _INIT_FIELDS.get(cls)
     if names is None:
@@ -148,21 +149,22 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
         names.update(c.name for c in module.consts)
         names.update(h.name for h in module.helpers)
 
-    def visit_node(n):
+    declared = (ir.Param, ir.Meta, ir.InlineDef, ir.TensorMap)
+    stack = [node]
+    while stack:
+        n = stack.pop()
         if isinstance(n, ir.Name):
             names.add(n.id)
-        elif isinstance(n, ir.For):
+            continue
+        if isinstance(n, ir.For):
             names.add(n.var)
-        elif isinstance(n, (ir.Param, ir.Meta, ir.InlineDef, ir.TensorMap)):
+        elif isinstance(n, declared):
             names.add(n.name)
         if isinstance(n, ir.InlineDef):
             if skip_helper_bodies:
-                return
+                continue
             names.update(n.params)
-        for child in children(n):
-            visit_node(child)
-
-    visit_node(node)
+        stack += _child_list(n)
     return names
 
 

@@ -104,7 +104,7 @@ def _locate(node: ir.Node, span, located: dict) -> ir.Node:
             return done[1]
         new = visit.map_children(n, fn)
         if new.span is None:
-            new = attrs.evolve(new, span=span)
+            new = visit.evolve(new, span=span)
         located[id(n)] = (n, new)  # `n` kept alive so that its id is not reused
         return new
 

@@ -87,6 +87,17 @@ class Storage:
         for combo in itertools.product(*(range(n) for _, n in self.used)):
             yield dict(zip(axes, combo))
 
+    def axis_steps(self):
+        """Thread 0, then every position that holds elements and differs
+        from thread 0 on one axis only.  A thread's coordinate shift is a
+        sum of one part per axis (each term reads one axis), every part
+        nonnegative and 0 at position 0; so two such shifts related by a
+        linear map on these positions are related on every position."""
+        yield {}
+        for axis, n in self.used:
+            for v in range(1, n):
+                yield {axis: v}
+
     def offset_exprs(self, axis_exprs: Dict[str, ir.Expr]) -> tuple:
         """The coordinate shift of the running thread, per dim, as expressions
         of its positions `axis_exprs`."""
@@ -296,7 +307,7 @@ def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
     if dstarts is None:
         raise Decline(f"the region of register buffer '{dst.name}' must have compile-time bounds")
     if sd.used != ss.used or any(
-        _moved(ss.thread_offset(p), src, dst) != sd.thread_offset(p) for p in ss.positions()
+        _moved(ss.thread_offset(p), src, dst) != sd.thread_offset(p) for p in ss.axis_steps()
     ):
         raise Decline(
             f"'{dst.name}' and '{src.name}' spread their elements over different threads; "

@@ -1,17 +1,39 @@
 """Readable output: repetitive statements written back as `unroll` loops."""
 from __future__ import annotations
 
+import attrs
+
 from tilec.compiler import ir, visit
 from tilec.passes.dispatch.build import add, mul
 from tilec.passes.dispatch.registry import DispatchContext
 
 
-def _blank_ints(node: ir.Node) -> ir.Node:
-    return visit.transform(node, lambda n: ir.Int(0) if isinstance(n, ir.Int) else n)
+_EQ_FIELDS: dict = {}  # node class -> the fields its equality compares (all but the span)
 
 
-def _ints(node: ir.Node) -> list:
-    return [n.value for n in visit.walk(node) if isinstance(n, ir.Int)]
+def _shape(node: ir.Node, ints: list):
+    """`node` with its integers left out, as a key (nested tuples) that
+    compares equal exactly when two nodes would after every `Int` became
+    `Int(0)` (attrs equality: the class, then every field but the span);
+    the integers are appended to `ints` in walk (pre-)order.  Comparing keys
+    is one C-level tuple comparison, where rebuilt trees compared node by
+    node through attrs' `__eq__`."""
+    if isinstance(node, ir.Int):
+        ints.append(node.value)
+        return ir.Int
+    cls = type(node)
+    names = _EQ_FIELDS.get(cls)
+    if names is None:
+        names = _EQ_FIELDS[cls] = tuple(f.name for f in attrs.fields(cls) if f.eq)
+    return (cls,) + tuple(_field_shape(getattr(node, name), ints) for name in names)
+
+
+def _field_shape(value, ints: list):
+    if isinstance(value, ir.Node):
+        return _shape(value, ints)
+    if isinstance(value, tuple):
+        return tuple(_field_shape(v, ints) for v in value)
+    return value
 
 
 def _template(stmt: ir.Stmt, var: ir.Name, first: list, step: list) -> ir.Stmt:
@@ -29,7 +51,7 @@ def _template(stmt: ir.Stmt, var: ir.Name, first: list, step: list) -> ir.Stmt:
 
 
 def _rewrite_preorder(node: ir.Node, fn) -> ir.Node:
-    """`fn` on every Int in walk (pre-)order, the order `_ints` lists them."""
+    """`fn` on every Int in walk (pre-)order, the order `_shape` collects them."""
     if isinstance(node, ir.Int):
         return fn(node)
     return visit.map_children(node, lambda child: _rewrite_preorder(child, fn))
@@ -39,8 +61,8 @@ def roll(ctx: DispatchContext, stmts: list, shortest: int = 3) -> list:
     """`stmts` with every run of `shortest` or more statements that differ
     only in integers, each changing by a fixed step, written as one `unroll`
     loop -- what an author would write; the unroll pass expands it again."""
-    shapes = [_blank_ints(s) for s in stmts]
-    ints = [_ints(s) for s in stmts]
+    ints = [[] for _ in stmts]
+    shapes = [_shape(s, found) for s, found in zip(stmts, ints)]
     out, i = [], 0
     while i < len(stmts):
         shape = shapes[i]
