@@ -126,19 +126,26 @@ def _literal(value, span) -> ir.Expr:
 
 
 def _fold_node(node: ir.Node) -> ir.Node:
-    if isinstance(node, ir.Binary):
-        return _fold_binary(node)
-    if isinstance(node, ir.Unary):
-        return _fold_unary(node)
-    if isinstance(node, ir.Select) and isinstance(node.cond, ir.Bool):
+    fold_one = _FOLDERS.get(type(node))
+    return node if fold_one is None else fold_one(node)
+
+
+def _fold_select(node: ir.Select) -> ir.Expr:
+    if isinstance(node.cond, ir.Bool):
         return node.then if node.cond.value else node.orelse
-    if isinstance(node, ir.Index):
-        return _fold_index(node)
-    if isinstance(node, ir.Call) and node.func in ("min", "max"):
+    return node
+
+
+def _fold_call(node: ir.Call) -> ir.Expr:
+    if node.func in ("min", "max"):
         return _fold_min_max(node)
-    if isinstance(node, ir.Call) and node.func in _LAYOUT_CONSTRUCTORS:
+    if node.func in _LAYOUT_CONSTRUCTORS:
         return _fold_layout(node)
-    if isinstance(node, ir.Name) and node.id in PREDEFINED:
+    return node
+
+
+def _fold_name(node: ir.Name) -> ir.Expr:
+    if node.id in PREDEFINED:
         return ir.Int(PREDEFINED[node.id], span=node.span)
     return node
 
@@ -244,3 +251,16 @@ def _fold_layout(node: ir.Call) -> ir.Expr:
     except TilecError as err:
         raise err.with_span(node.span)
     return attrs.evolve(to_lit(made), span=node.span)
+
+
+_FOLDERS = {
+    ir.Binary: _fold_binary,
+    ir.Unary: _fold_unary,
+    ir.Select: _fold_select,
+    ir.Index: _fold_index,
+    ir.Call: _fold_call,
+    ir.Name: _fold_name,
+}
+"""Node class -> what folds a node of it (a class not listed folds to
+itself).  The folder visits every node of every statement it folds; one
+lookup replaces a chain of isinstance tests."""

@@ -289,6 +289,7 @@ class _TypeOf:
     def __init__(self, syms: KernelSymbols):
         self.syms = syms
         self.memo: Dict[int, tuple] = {}  # id(node) -> (node, type); the node kept so its id stays its own
+        self.operands_memo: Dict[int, tuple] = {}  # id(binary) -> (binary, its operands' type), likewise
 
     def of(self, e: ir.Expr) -> str:
         hit = self.memo.get(id(e))
@@ -323,7 +324,16 @@ class _TypeOf:
         raise TilecError(f"'{e.id}' is a {_describe(sym)}, not a scalar value", e.span)
 
     def binary_operands(self, e: ir.Binary) -> str:
-        """The type both operands of `e` are converted to before the operation."""
+        """The type both operands of `e` are converted to before the operation
+        (asked of every arithmetic node by the typing and again by the emitter)."""
+        hit = self.operands_memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        t = self._binary_operands(e)
+        self.operands_memo[id(e)] = (e, t)
+        return t
+
+    def _binary_operands(self, e: ir.Binary) -> str:
         a, b = e.lhs, e.rhs
         ta, tb = self.of(a), self.of(b)
         no_arithmetic(ta, e.span)

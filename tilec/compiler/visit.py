@@ -88,10 +88,13 @@ def walk(node: ir.Node) -> Iterator[ir.Node]:
 
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
     """Rebuild `node` with `fn` applied to each direct child (not recursive)."""
+    cls = type(node)
+    getter = _GETTERS[cls] if cls in _GETTERS else _getter(cls)
+    if getter is None:
+        return node
     Node = ir.Node
     changes = None
-    for name in _child_fields(type(node)):
-        value = getattr(node, name)
+    for name, value in zip(_CHILD_FIELDS[cls], getter(node)):
         if isinstance(value, Node):
             new = fn(value)
             if new is value:
