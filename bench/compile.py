@@ -15,7 +15,11 @@ discarded run, as an installed tilec has (pip compiles it on install);
 `--no-bytecode` makes every run compile tilec's sources instead.  The load
 average is printed first: compare numbers taken at similar loads only.
 Examples the compiler does not accept are listed with the error instead of
-times.
+times.  The interpreter's own start-up (`python3 -c pass`, median of
+`--repeat`, wall and CPU) is printed under the load average: every cold
+figure includes it, and what the environment's site packages import at
+start-up is no part of tilec.  `--no-cubin` leaves out the PTX-to-cubin
+column (nvJitLink), which on a loaded machine takes longer than the rest.
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 from tilec.compiler.diagnostics import TilecError
 from tilec.pipeline import compile_source
@@ -46,8 +51,9 @@ def median_s(fn, repeat: int, clock=time.perf_counter) -> float:
     return statistics.median(times)
 
 
-def cold_s(path: Path, repeat: int, bytecode: bool) -> tuple:
-    """(median wall, median CPU) seconds of `repeat` driver processes."""
+def cold_s(path: Optional[Path], repeat: int, bytecode: bool) -> tuple:
+    """(median wall, median CPU) seconds of `repeat` driver processes
+    compiling `path`, or of `python3 -c pass` for no path."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryDirectory() as tmp:
         if bytecode:
@@ -55,7 +61,10 @@ def cold_s(path: Path, repeat: int, bytecode: bool) -> tuple:
             env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         else:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
-        command = [sys.executable, "-m", "tilec.cli", str(path), "-o", str(Path(tmp) / "out.ptx")]
+        if path is None:
+            command = [sys.executable, "-c", "pass"]
+        else:
+            command = [sys.executable, "-m", "tilec.cli", str(path), "-o", str(Path(tmp) / "out.ptx")]
         if bytecode:
             subprocess.run(command, check=True, env=env, capture_output=True)
         walls, cpus = [], []
@@ -74,10 +83,13 @@ def main() -> None:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-bytecode", action="store_true", help="cold runs compile tilec's sources each time")
+    parser.add_argument("--no-cubin", action="store_true", help="leave out the PTX-to-cubin column")
     args = parser.parse_args()
     files = args.files or sorted(ROOT.glob("examples/**/*.tile"))
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; "
           f"bytecode cache {'off' if args.no_bytecode else 'on'}")
+    start_wall, start_cpu = cold_s(None, args.repeat, not args.no_bytecode)
+    print(f"python3 -c pass: {start_wall * 1e3:.0f} ms wall, {start_cpu * 1e3:.0f} ms CPU")
     print(f"{'example':<36}{'target':<9}{'cold ms':>9}{'cold cpu':>10}{'warm ms':>9}{'warm cpu':>10}"
           f"{'cubin ms':>10}{'PTX lines':>11}")
     for path in files:
@@ -91,11 +103,11 @@ def main() -> None:
         target = result.meta["target"]
         warm = median_s(lambda: compile_source(text, str(path)), args.repeat)
         warm_cpu = median_s(lambda: compile_source(text, str(path)), args.repeat, time.process_time)
-        cubin = median_s(lambda: assemble(result.ptx, target), args.repeat)
+        cubin = None if args.no_cubin else median_s(lambda: assemble(result.ptx, target), args.repeat)
         cold, cold_cpu = cold_s(path, args.repeat, not args.no_bytecode)
         lines = result.ptx.count("\n")
         print(f"{name:<36}{target:<9}{cold * 1e3:>9.0f}{cold_cpu * 1e3:>10.0f}{warm * 1e3:>9.0f}"
-              f"{warm_cpu * 1e3:>10.0f}{cubin * 1e3:>10.0f}{lines:>11}")
+              f"{warm_cpu * 1e3:>10.0f}{'-' if cubin is None else f'{cubin * 1e3:.0f}':>10}{lines:>11}")
 
 
 if __name__ == "__main__":
