@@ -274,7 +274,9 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
         if d.startswith("{"):  # unpack
             halves = [h.strip() for h in d[1:-1].split(",")]
             w = _WIDTH[t] // len(halves)
-            v = val(s)
+            # a packed register array's first element write unpacks a word
+            # never written (its other half is undefined and unread): 0 here
+            v = 0 if s.startswith("%") and s not in regs else val(s)
             for i, h in enumerate(halves):
                 regs[h] = _mask(v >> (w * i), w)
         elif s.startswith("{"):
@@ -336,6 +338,15 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
         if parts[-1].startswith("s") and field >> (val(ops[3]) - 1):
             field -= 1 << val(ops[3])
         put(ops[0], field)
+        return
+    if name == "prmt":  # prmt.b32 d, a, b, c: byte i of d is byte c[4i+2:4i] of {b, a} (bit 4i+3: its sign)
+        pool = _mask(num(ops[1], "u32"), 32) | _mask(num(ops[2], "u32"), 32) << 32
+        out = 0
+        for i in range(4):
+            sel = (val(ops[3]) >> 4 * i) & 0xF
+            byte = (pool >> 8 * (sel & 7)) & 0xFF
+            out |= (0xFF * (byte >> 7) if sel & 8 else byte) << 8 * i
+        put(ops[0], out)
         return
     if name == "mad":  # mad.wide.s32 / mad.lo
         tt = parts[-1]

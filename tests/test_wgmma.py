@@ -275,8 +275,8 @@ def test_rejected_shapes_and_dtypes():
     rejected(GEMM, r"K \(8\) must be a multiple of 16", K=8, MODE="SWIZZLE_NONE")
     rejected(GEMM.replace("f16", "f32"), "wgmma multiplies f16, bf16, tf32, e4m3/e5m2, i8/u8, got A f32",
              MODE="SWIZZLE_NONE")
-    rejected(GEMM.replace("acc = alloc_local((M, N), f32", "acc = alloc_local((M, N), f16")
-             .replace("D: f32[M, N]", "D: f16[M, N]"), "the accumulator must be f32, got f16")
+    rejected(GEMM.replace("f16", "bf16").replace("acc = alloc_local((M, N), f32", "acc = alloc_local((M, N), f16")
+             .replace("D: f32[M, N]", "D: f16[M, N]"), "the accumulator must be f32, got f16")  # f16 only for f16, fp8
     mixed = GEMM.replace("Bsmem = pool.alloc((N, K), f16, layout=mma_shared_layout(f16",
                          "Bsmem = pool.alloc((N, K), bf16, layout=mma_shared_layout(bf16").replace("B: f16", "B: bf16")
     rejected(mixed, "A and B must have one dtype, got f16 and bf16")

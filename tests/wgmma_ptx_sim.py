@@ -22,8 +22,12 @@ checks (tilec/passes/dispatch/gemm_async/wgmma.py):
   accumulators);
 - the accumulator fragment of m64nNk16 (the ISA's figure for D): value i of
   thread t = 32 w + l is row 16 w + l / 4 + 8 ((i / 2) % 2), column
-  8 (i / 4) + 2 (l % 4) + i % 2; the A register fragment is the same with
-  N = 16, two 16-bit values per 32-bit register, the lower one first;
+  8 (i / 4) + 2 (l % 4) + i % 2, one f32/s32 register each, or for an f16
+  D two to an f16x2 register, the lower one first (rounded to f16 once per
+  instruction); the A register fragment is the same with N = 16, two 16-bit
+  values per 32-bit register, the lower one first; for 8-bit A (k32) four
+  to a register, for tf32 A (k8) one: value i at row l / 4 + 8 (i % 2),
+  column 4 (i / 2) + l % 4 (CUTLASS's ALayout_64x8);
 - stmatrix.m8n8: lane l gives the address of row l % 8 of matrix l / 8; the
   row's 8 elements come from lanes 4 r ... 4 r + 3 (two each, in the
   register of that matrix).
@@ -47,7 +51,7 @@ import numpy as np
 from ptx_sim import YIELD, Kernel
 from tma_ptx_sim import TmaModel
 
-_MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k(\d+)\.(f32|s32)\.(\w+)\.(\w+)$")
+_MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k(\d+)\.(f32|s32|f16)\.(\w+)\.(\w+)$")
 _BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}
 _K = {2: 16, 4: 8, 1: 32}
 
@@ -206,7 +210,7 @@ class HopperModel:
         eb = _BYTES[a_type]
         assert _BYTES[b_type] == eb and _K[eb] == k, op
         d = _regs(ops[0])
-        assert len(d) == n // 2, f"{op} with {len(d)} accumulators"
+        assert len(d) == (n // 4 if d_type == "f16" else n // 2), f"{op} with {len(d)} accumulators"
         from_registers = ops[1].startswith("{")
         b_desc, scale_d = val(ops[2]), bool(val(ops[3]))
         imms = [int(x) for x in ops[4:]]
@@ -224,24 +228,35 @@ class HopperModel:
             A = _read(shared, operand_addresses(val(ops[1]), 64, eb, bool(trans_a)), a_type)
             self._accumulate(regs, special["%tid.x"] % 128, d, A, B, scale_d, d_type)
             return True
-        assert eb in (1, 2), f"A from registers is modelled for 16- and 8-bit types: {op}"
         words = [val(x) for x in _regs(ops[1])]
+        assert len(words) == 4, f"{op}: A from registers is four 32-bit registers"
         group = self.arrive("wgmma.rs", 128, special, (regs, d, words, B, scale_d))
         if group is not None:
             A = np.zeros((64, k), np.float64)
             for t, (_, _, w, _, _) in group.items():
-                if eb == 2:
+                if eb == 4:
+                    values = _from_bits(np.array(w, np.uint32), a_type)
+                elif eb == 2:
                     values = _halves(w, a_type)
                 else:  # four bytes to a register, the lowest first
                     values = _from_bits(np.array([(x >> s) & 0xFF for x in w for s in (0, 8, 16, 24)]), a_type)
                 for i, x in enumerate(values):
-                    A[fragment(t, i, 2 if eb == 2 else 4)] = x
+                    A[fragment(t, i, 4 // eb)] = x
             for t, (r, dd, _, BB, s) in group.items():
                 self._accumulate(r, t, dd, A, BB, s, d_type)
         return YIELD
 
     @staticmethod
     def _accumulate(regs, t, d, A, B, scale_d, d_type="f32"):
+        if d_type == "f16":
+            rows, cols = np.array([fragment(t, i) for i in range(2 * len(d))]).T
+            acc = (A @ B.T)[rows, cols]
+            if scale_d:
+                acc = acc + _halves([regs[name] for name in d], "f16")
+            bits = acc.astype(np.float16).view(np.uint16).astype(np.uint32)
+            for name, lo, hi in zip(d, bits[0::2].tolist(), bits[1::2].tolist()):
+                regs[name] = lo | hi << 16
+            return
         rows, cols = np.array([fragment(t, i) for i in range(len(d))]).T
         prod = (A @ B.T)[rows, cols]
         if d_type == "s32":

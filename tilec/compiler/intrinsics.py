@@ -210,12 +210,15 @@ def _as_pred(e, p) -> str:
 def _wgmma_opcode(e, a, trans_a) -> str:
     """`wgmma.mma_async.sync.aligned.m64nNkK.D.A.B d, A, b_desc, scale-d`
     and the immediates the type family takes: scale-a, scale-b (floats)
-    and the transpose flags (16-bit types only) [PTX 9.7.15.5.2]."""
-    d_dtype = a.d[0].type if a.d else "f32"
+    and the transpose flags (16-bit types only) [PTX 9.7.15.5.2].  An f16
+    accumulator is N/4 packed f16x2 registers, the others N/2 registers."""
+    d_dtype = {"f16x2": "f16"}.get(a.d[0].type, a.d[0].type) if a.d else "f32"
     b_dtype = a.b_dtype or a.dtype
     k = wgmma_mma_k(a.dtype, b_dtype, d_dtype, a.n)
-    if len(a.d) != a.n // 2 or any(x.type != d_dtype for x in a.d):
-        raise TilecError(f"wgmma m64n{a.n}k{k} accumulates into {a.n // 2} {d_dtype} registers per thread, "
+    count = a.n // 4 if d_dtype == "f16" else a.n // 2
+    if len(a.d) != count or any(x.type != a.d[0].type for x in a.d):
+        kind = "packed f16x2" if d_dtype == "f16" else d_dtype
+        raise TilecError(f"wgmma m64n{a.n}k{k} accumulates into {count} {kind} registers per thread, "
                          f"got {len(a.d)}")
     ptx = {t: DTYPES[t].ptx for t in (a.dtype, b_dtype, d_dtype)}
     head = f"wgmma.mma_async.sync.aligned.m64n{a.n}k{k}.{ptx[d_dtype]}.{ptx[a.dtype]}.{ptx[b_dtype]}"
@@ -236,29 +239,53 @@ def _wgmma_mma_async(e, a) -> None:
 
 def _wgmma_mma_async_rs(e, a) -> None:
     head, imm = _wgmma_opcode(e, a, None)
+    scale = _as_pred(e, a.scale_d)
+    e.line(f"{head} {a.d}, {_wgmma_a_words(e, a)}, {a.b_desc}, {scale}{imm};")
+
+
+def _wgmma_a_words(e, a) -> Operands:
+    """The four 32-bit registers of a register A fragment: given already
+    (u32/i32, packed before the wgmma.fence by gemm_async), or moved or
+    packed here from the thread's 4 f32 (tf32), 8 16-bit or 16 8-bit
+    elements."""
     if len(a.a) == 4 and all(x.is_reg and x.type in ("u32", "i32") for x in a.a):
-        # packed already (gemm_async packs 16-bit A fragments before its wgmma.fence)
-        scale = _as_pred(e, a.scale_d)
-        e.line(f"{head} {a.d}, {Operands(a.a)}, {a.b_desc}, {scale}{imm};")
-        return
-    per = 32 // DTYPES[a.dtype].bits  # values in one 32-bit register
-    if len(a.a) != 4 * per or not all(x.is_reg and x.type == a.dtype for x in a.a):
+        return Operands(a.a)
+    if a.dtype == "tf32":
+        if len(a.a) != 4 or not all(x.is_reg and x.type == "f32" for x in a.a):
+            raise TilecError("wgmma with tf32 A in registers takes the thread's 4 elements of the 64x8 A tile "
+                             "as f32 registers (read as tf32)")
+        words = Operands(e.reg("u32") for _ in a.a)
+        for w, x in zip(words, a.a):
+            e.line(f"mov.b32 {w}, {x};")
+        return words
+    bits = DTYPES[a.dtype].bits
+    per = 32 // bits  # values in one 32-bit register
+    held = ("i32", "u32") if a.dtype in ("i8", "u8") else (a.dtype,)
+    if len(a.a) != 4 * per or not all(x.is_reg and x.type in held for x in a.a):
         raise TilecError(f"wgmma with A in registers takes the thread's {4 * per} {a.dtype} elements of the "
                          f"64xK A tile")
-    if per == 4:  # 8-bit floats: each in the low byte of a 16-bit register
-        halves = []
-        for lo, hi in zip(a.a[0::2], a.a[1::2]):
-            h = e.reg(a.dtype)
-            e.line(f"shl.b16 {h}, {hi}, 8;")
-            e.line(f"or.b16 {h}, {h}, {lo};")
-            halves.append(h)
-        packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(halves[0::2], halves[1::2]))
-    elif per == 2:
-        packed = Operands(e.pack_b32(lo, hi) for lo, hi in zip(a.a[0::2], a.a[1::2]))
+    if per == 4:
+        return Operands(_pack_bytes(e, a.a[i:i + 4]) for i in range(0, 16, 4))
+    return Operands(e.pack_b32(lo, hi) for lo, hi in zip(a.a[0::2], a.a[1::2]))
+
+
+def _pack_bytes(e, four, d=None) -> str:
+    """Four 8-bit values as one b32 register, the first in bits 0-7: the low
+    byte of each operand (an e4m3/e5m2 16-bit register, or an i8/u8 value
+    read as a 32-bit integer).  16-bit registers are paired first (mov.b32
+    {lo, hi}), then one prmt picks the low byte of each half.  Written to
+    `d` (a fresh register when None), which is returned."""
+    if all(x.type in ("e4m3", "e5m2") for x in four):
+        lo, hi = e.pack_b32(four[0], four[1]), e.pack_b32(four[2], four[3])
+        select = "0x6420"
     else:
-        raise TilecError(f"wgmma with A in registers takes 16- or 8-bit elements, not {a.dtype}")
-    scale = _as_pred(e, a.scale_d)
-    e.line(f"{head} {a.d}, {packed}, {a.b_desc}, {scale}{imm};")
+        lo, hi = e.reg("u32"), e.reg("u32")
+        e.line(f"prmt.b32 {lo}, {four[0]}, {four[1]}, 0x0040;")
+        e.line(f"prmt.b32 {hi}, {four[2]}, {four[3]}, 0x0040;")
+        select = "0x5410"
+    d = d if d is not None else e.reg("u32")
+    e.line(f"prmt.b32 {d}, {lo}, {hi}, {select};")
+    return d
 
 
 _HOPPER = ("hopper",)
@@ -345,21 +372,25 @@ _TABLE = [
                   "byte offsets `ldo`, `sdo` in 16-byte units, `swizzle` a SWIZZLE_* mode "
                   "(tilec.compiler.mma_desc).  Adding k to it advances the start address by 16k bytes."),
     Intrinsic("ptx.wgmma.mma_async",
-              "d: regs(f32|i32), a_desc: value(u64), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
-              "b_dtype: dtype = None, trans_a: int(0|1) = 0, trans_b: int(0|1) = 0",
+              "d: regs(f32|i32|f16x2), a_desc: value(u64), b_desc: value(u64), scale_d: pred, *, n: int, "
+              "dtype: dtype, b_dtype: dtype = None, trans_a: int(0|1) = 0, trans_b: int(0|1) = 0",
               "sm_90a", _wgmma_mma_async, families=_HOPPER, check=_check_wgmma_mma,
               doc="wgmma.mma_async m64nNkK with accumulators `d` (the thread's N/2 f32 registers, i32 for "
-                  "i8/u8 inputs, in fragment order) and A, B in shared memory; D = A*B + (scale_d ? D : 0).  "
+                  "i8/u8 inputs, in fragment order; or, for an f16 accumulator of f16 or e4m3/e5m2 inputs, "
+                  "its N/2 f16 elements, which must be the halves of N/4 packed registers in order) and A, B "
+                  "in shared memory; D = A*B + (scale_d ? D : 0).  "
                   "`dtype` is A's type, `b_dtype` B's (default: A's): f16, bf16 (K 16), tf32 (K 8), "
                   "e4m3/e5m2 in any mix (K 32), i8/u8 in any mix (K 32).  trans_a/trans_b select "
                   "MN-major operands (f16 and bf16 only)."),
     Intrinsic("ptx.wgmma.mma_async.rs",
-              "d: regs(f32|i32), a: values(any), b_desc: value(u64), scale_d: pred, *, n: int, dtype: dtype, "
-              "b_dtype: dtype = None, trans_b: int(0|1) = 0",
+              "d: regs(f32|i32|f16x2), a: values(any), b_desc: value(u64), scale_d: pred, *, n: int, "
+              "dtype: dtype, b_dtype: dtype = None, trans_b: int(0|1) = 0",
               "sm_90a", _wgmma_mma_async_rs, families=_HOPPER, check=_check_wgmma_mma,
               doc="wgmma.mma_async m64nNkK with A from registers: `a` is the thread's elements of the 64xK "
                   "A tile in fragment order, packed into four 32-bit registers (8 16-bit elements in pairs, "
-                  "or 16 e4m3/e5m2 in fours), or those four registers packed already (ptx.mov.b32.pack)."),
+                  "or 16 e4m3/e5m2/i8/u8 in fours), or those four registers packed already "
+                  "(ptx.mov.b32.pack, ptx.mov.b32.pack4); for tf32, four f32 registers (the tensor core "
+                  "reads their top 19 bits)."),
     # thread barriers
     Intrinsic("cuda.cta_sync", "", "sm_80", "bar.sync 0;", doc="Barrier over the whole CTA."),
     Intrinsic("cuda.warpgroup_sync", "barrier_id: int", "sm_80", "bar.sync {barrier_id}, 128;",
@@ -749,11 +780,25 @@ def _mov_pack(e, a) -> None:
     e.line(f"mov.b32 {a.result}, {{{a.lo}, {a.hi}}};")
 
 
+def _mov_pack4(e, a) -> None:
+    four = (a.b0, a.b1, a.b2, a.b3)
+    types = {x.type for x in four}
+    if not all(x.is_reg for x in four) or not (types <= {"i32", "u32"} or types in ({"e4m3"}, {"e5m2"})):
+        raise TilecError("ptx.mov.b32.pack4 packs four 8-bit values: e4m3 or e5m2 registers of one type, or "
+                         f"i32/u32 registers (i8/u8 values), got {', '.join(x.type for x in four)}")
+    _pack_bytes(e, four, a.result)
+
+
 _TABLE += [
     Intrinsic("ptx.mov.b32.pack", "lo: value(any), hi: value(any)", "sm_80", _mov_pack, result="u32",
               doc="Two 16-bit registers (f16, bf16, i16, u16) as one 32-bit value, `lo` in bits 0-15: "
                   "mov.b32 d, {lo, hi}; the form in which instructions take 16-bit pairs (wgmma's A "
                   "from registers)."),
+    Intrinsic("ptx.mov.b32.pack4", "b0: value(any), b1: value(any), b2: value(any), b3: value(any)", "sm_80",
+              _mov_pack4, result="u32",
+              doc="Four 8-bit values as one 32-bit value, `b0` in bits 0-7: the low byte of each operand "
+                  "(e4m3/e5m2 registers, or i8/u8 values read as i32/u32), by prmt; the form in which wgmma "
+                  "takes an 8-bit A from registers."),
 ]
 
 # ---- warp collectives and atomics ------------------------------------------

@@ -696,6 +696,12 @@ _WGMMA_INT_N = (8, 16, 24) + tuple(range(32, 257, 16))
 refuses m64n40k32 for s8 x u8."""
 
 
+def wgmma_accumulators(a_dtype: str) -> tuple:
+    """The accumulator (D) types wgmma has for A of `a_dtype` (none for a
+    type it does not multiply)."""
+    return next((ds for ab, ds, _ in _WGMMA_TYPES if a_dtype in ab), ())
+
+
 def wgmma_mma_k(a_dtype: str, b_dtype: str, d_dtype: str, n: int, *, a_major: str = "K", b_major: str = "K") -> int:
     """Check one wgmma.mma_async.m64nNkK and return its K (M is always 64).
 

@@ -218,6 +218,7 @@ class KernelSymbols:
     assumes: List[Tuple[ir.Expr, str]] = attrs.field(factory=list)  # (condition, message)
     uses_sm_count: bool = False  # some expression reads sm_count(): the kernel takes it as a hidden parameter
     runtime_indexed: set = attrs.field(factory=set)  # storage roots of local buffers indexed at run time somewhere
+    pair_written: set = attrs.field(factory=set)  # storage roots of local buffers an intrinsic takes as f16x2 pairs
     _types: "_TypeOf" = attrs.field(
         init=False, eq=False, repr=False, default=attrs.Factory(lambda self: _TypeOf(self), takes_self=True)
     )
@@ -1061,6 +1062,17 @@ class _Analyzer:
                 if not all(isinstance(i, ir.Int) for i in e.indices):
                     self.syms.runtime_indexed.add(sym.buffer.storage)
 
+    def pair_operands(self, items, types) -> None:
+        """Record the 16-bit float local buffers whose elements an intrinsic
+        takes as packed pairs (a `regs(f16x2)` operand, wgmma's f16
+        accumulator): the emitter stores them two to a b32 register."""
+        for x in items:
+            if isinstance(x, ir.Index) and isinstance(x.base, ir.Name):
+                sym = self.syms.symbols.get(x.base.id)
+                buf = sym.buffer if sym is not None else None
+                if buf is not None and buf.scope == "local" and f"{buf.dtype}x2" in types:
+                    self.syms.pair_written.add(buf.storage)
+
     def name_use(self, n: ir.Name) -> None:
         if n.id in self.consts or n.id in PREDEFINED or n.id in self.syms.helpers:
             return
@@ -1087,6 +1099,9 @@ class _Analyzer:
             bound = row.signature.bind(f, e.args, e.kwargs, e.span)
             if row.check is not None:
                 row.check(row.signature.literals(f, bound, e.span), e.span)
+            for p in row.signature.params:
+                if p.kind == "regs" and "x2" in p.arg and isinstance(bound.get(p.name), (ir.TupleExpr, ir.ListExpr)):
+                    self.pair_operands(bound[p.name].items, p.arg.split("|"))
             return
         row = BUILTINS.get(f)
         if row is None:

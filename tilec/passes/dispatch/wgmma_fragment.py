@@ -53,12 +53,16 @@ def fragment_coord(t: int, i: int, per: int = 2) -> tuple:
             4 * per * (i // (2 * per)) + per * (lane % 4) + i % per)
 
 
-def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per: int = 2) -> List[List[ir.Index]]:
+def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per: int = 2,
+                      packed: bool = False) -> List[List[ir.Index]]:
     """Per 64 x n tile (its (row, col) origin in the region), the n/2 elements
     of `r`'s register buffer that are the fragment's values 0..n/2-1, as
     constant-indexed elements (the coordinates thread 0 holds; the register
     is the same in every thread).  `Decline` unless every thread holds every
-    element where the hardware puts it."""
+    element where the hardware puts it.  `packed` (an f16 accumulator, which
+    wgmma writes as f16x2 pairs): values 2i and 2i + 1 must also be in
+    consecutive storage slots from an even one, the halves of one packed
+    register."""
     starts = r.const_starts()
     if starts is None:
         raise Decline(f"{what} '{r.name}' must be indexed at compile-time positions")
@@ -92,6 +96,13 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per
             slot = slot_of.get(first)
             if slot is None:
                 raise Decline(f"{what} '{r.name}': no register holds element {first} in thread 0 ({layout})")
+            if packed and (slot % 2 != i % 2 or i % 2 and slot != prev + 1):
+                raise Decline(
+                    f"{what} '{r.name}' is f16, which wgmma writes two to a 32-bit register (f16x2): each "
+                    f"thread's values {i - i % 2} and {i - i % 2 + 1} (columns 2 (l % 4) and 2 (l % 4) + 1 of a "
+                    f"row) must be consecutive registers from an even one, the layout {layout} puts value {i} "
+                    f"in register {slot}")
+            prev = slot
             if bad is not None:
                 shift = st.thread_offset({"laneid": bad % 32, "wid_in_wg": bad // 32})
                 want = tuple(a + b for a, b in zip(first, zero + fragment_coord(bad, 0, per)))

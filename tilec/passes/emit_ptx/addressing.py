@@ -13,7 +13,11 @@ Local buffers are register arrays: a thread holds the `m` part of its
 elements (thread axes dropped, `layout.storage`), one virtual register each.
 When any access to a local buffer (or a view of it) uses a run-time index,
 its storage moves to `.local` memory instead, since registers cannot be
-indexed.
+indexed.  A 16-bit float array that an instruction writes in packed pairs
+(wgmma's f16 accumulator, `regs(f16x2)`) is packed: slots 2i and 2i + 1
+are the low and high halves of its b32 register i, so the asynchronous
+instruction and later reads see the same registers; an element read
+unpacks its word and a write repacks it (ptxas keeps the halves in place).
 """
 from __future__ import annotations
 
@@ -51,12 +55,32 @@ class Ref:
     reg: Optional[Operand] = None
     space: Optional[str] = None
     addr: Optional[Operand] = None
+    word: Optional[Operand] = None  # the b32 register of a packed array's element ...
+    half: int = 0  # ... and which half: 0 the low 16 bits, 1 the high
+
+
+@attrs.frozen
+class RegRun:
+    """n storage-consecutive slots of a register array from slot `first`:
+    `regs` has one register per slot, or, `packed`, one b32 word per two."""
+
+    regs: List[Operand]
+    first: int
+    n: int
+    packed: bool
+
+    def aligned_words(self) -> Optional[List[Operand]]:
+        """The run's words when it is whole words of a packed array."""
+        if self.packed and self.first % 2 == 0 and self.n % 2 == 0:
+            return self.regs[self.first // 2:(self.first + self.n) // 2]
+        return None
 
 
 class Addressing:
     """Mixed into `KernelEmitter`; uses `value`, `arith`, `convert`, `line`,
     `regs`, `syms`, and the tables `bases` (buffer name -> base address
-    operand) and `reg_arrays` (storage root -> list of registers), and keeps
+    operand), `reg_arrays` (storage root -> list of registers) and
+    `packed_arrays` (storage root -> its b32 words), and keeps
     its per-buffer caches in `grouped` and `const_slots` (layouts are
     `Buffer.tile_layout`, cached on the buffer)."""
 
@@ -251,6 +275,12 @@ class Addressing:
                 if slot.is_reg:
                     raise AssertionError("run-time index into a register array")
                 return Ref(reg=self._slot_reg(regs, int(slot.text), buf, e.span))
+            words = self.packed_arrays.get(buf.storage)
+            if words is not None:
+                if slot.is_reg:
+                    raise AssertionError("run-time index into a register array")
+                word = self._slot_reg(words, int(slot.text) // 2, buf, e.span)
+                return Ref(word=word, half=int(slot.text) % 2)
             return Ref(space="local", addr=self.offset_address(self.bases[buf.name], slot, buf.elem_bytes))
         if buf.scope == "tmem":
             raise TilecError(f"tensor-memory buffer '{buf.name}' has no element loads or stores", e.span)
@@ -261,12 +291,27 @@ class Addressing:
             raise TilecError(f"element of '{buf.name}' is outside the thread's {len(regs)} registers", span)
         return regs[slot]
 
+    def half_read(self, word: Operand, half: int, t: str) -> Operand:
+        """One 16-bit half of a packed word, as a value of type `t`."""
+        lo, hi = self.regs.temp(t), self.regs.temp(t)
+        self.line(f"mov.b32 {{{lo}, {hi}}}, {word};")
+        return (lo, hi)[half]
+
+    def half_write(self, word: Operand, half: int, value: Operand) -> None:
+        """Replace one 16-bit half of a packed word by `value`."""
+        v = self.reg(value)
+        lo, hi = self.regs.temp(value.type), self.regs.temp(value.type)
+        self.line(f"mov.b32 {{{lo}, {hi}}}, {word};")
+        self.line(f"mov.b32 {word}, {{{v if half == 0 else lo}, {hi if half == 0 else v}}};")
+
     def load(self, e: ir.Index) -> Operand:
         self.syms.type_of(e)
         ref = self.element_ref(e)
         if ref.reg is not None:
             return ref.reg
         buf = self.syms.buffer_of(e)
+        if ref.word is not None:
+            return self.half_read(ref.word, ref.half, value_type_of_dtype(buf.dtype))
         d = self.regs.temp(value_type_of_dtype(buf.dtype))
         self.line(f"ld.{ref.space}.{mem_type(buf.dtype)} {d}, [{ref.addr}];")
         return d
@@ -277,6 +322,9 @@ class Addressing:
         ref = self.element_ref(target)
         if ref.reg is not None:
             self.assign_reg(ref.reg, value)
+            return
+        if ref.word is not None:
+            self.half_write(ref.word, ref.half, value)
             return
         self.line(f"st.{ref.space}.{mem_type(buf.dtype)} [{ref.addr}], {value};")
 
@@ -294,8 +342,7 @@ class Addressing:
         regs_src = self._vector_regs(src, sbuf, n, span)
         regs_dst = self._vector_regs(dst, dbuf, n, span)
         if regs_src is not None and regs_dst is not None:
-            for d, s in zip(regs_dst, regs_src):
-                self.assign_reg(d, s)
+            self._run_write(regs_dst, self._run_values(regs_src, sbuf))
             return
         nbytes = n * eb
         if nbytes not in (1, 2, 4, 8, 16):
@@ -314,23 +361,50 @@ class Addressing:
         else:
             chunk_t, count = ("u32" if nbytes == 4 else None), 1
         if regs_src is not None:
-            chunks = self._pack(regs_src, eb, chunk_t)
+            words = regs_src.aligned_words() if chunk_t == "u32" else None
+            chunks = words if words is not None else self._pack(self._run_values(regs_src, sbuf), eb, chunk_t)
         else:
             chunks = self._vector_load(src_addr, nbytes, chunk_t, count)
         if regs_dst is not None:
-            self._unpack(chunks, regs_dst, eb, chunk_t)
+            words = regs_dst.aligned_words() if chunk_t == "u32" else None
+            if words is not None:
+                for w, c in zip(words, chunks):
+                    self.line(f"mov.b32 {w}, {c};")
+                return
+            if not regs_dst.packed:
+                self._unpack(chunks, regs_dst.regs[regs_dst.first:regs_dst.first + n], eb, chunk_t)
+                return
+            values = [self.regs.temp(value_type_of_dtype(dbuf.dtype)) for _ in range(n)]
+            self._unpack(chunks, values, eb, chunk_t)
+            self._run_write(regs_dst, values)
         else:
             self._vector_store(dst_addr, chunks, nbytes, chunk_t, count)
 
-    def _vector_regs(self, e: ir.Index, buf: Buffer, n: int, span) -> Optional[List[Operand]]:
-        if buf.scope != "local" or buf.storage not in self.reg_arrays:
+    def _vector_regs(self, e: ir.Index, buf: Buffer, n: int, span) -> Optional[RegRun]:
+        if buf.scope != "local" or not ({buf.storage} & (self.reg_arrays.keys() | self.packed_arrays.keys())):
             return None
         ref = self.element_ref(e)
-        regs = self.reg_arrays[buf.storage]
-        first = regs.index(ref.reg)
-        if first + n > len(regs):
-            raise TilecError(f"copy_vec: {n} registers from slot {first} overrun '{buf.name}' ({len(regs)})", span)
-        return regs[first:first + n]
+        packed = ref.word is not None
+        regs = self.packed_arrays[buf.storage] if packed else self.reg_arrays[buf.storage]
+        first = 2 * regs.index(ref.word) + ref.half if packed else regs.index(ref.reg)
+        slots = 2 * len(regs) if packed else len(regs)
+        if first + n > slots:
+            raise TilecError(f"copy_vec: {n} registers from slot {first} overrun '{buf.name}' ({slots})", span)
+        return RegRun(regs, first, n, packed)
+
+    def _run_values(self, run: RegRun, buf: Buffer) -> List[Operand]:
+        """The run's elements as registers (a packed array's halves unpacked)."""
+        if not run.packed:
+            return run.regs[run.first:run.first + run.n]
+        t = value_type_of_dtype(buf.dtype)
+        return [self.half_read(run.regs[s // 2], s % 2, t) for s in range(run.first, run.first + run.n)]
+
+    def _run_write(self, run: RegRun, values: List[Operand]) -> None:
+        for s, v in zip(range(run.first, run.first + run.n), values):
+            if run.packed:
+                self.half_write(run.regs[s // 2], s % 2, v)
+            else:
+                self.assign_reg(run.regs[s], v)
 
     def _vector_address(self, e: ir.Index, buf: Buffer, n: int, span) -> (str, Operand):
         """The address of the first element, after proving that the n

@@ -128,6 +128,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.uses_dyn = False
         self.tid: Optional[Operand] = None
         self.local_in_memory = syms.runtime_indexed
+        self.packed_arrays: Dict[str, List[Operand]] = {}
 
     # ---- output ---------------------------------------------------------
 
@@ -474,6 +475,10 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
                         f"values, and {buf.dtype} elements are not scalar values",
                         buf.span,
                     )
+                if buf.name in self.syms.pair_written:
+                    self.packed_arrays[buf.name] = [Operand(self.regs.new("u32"), "u32")
+                                                    for _ in range((root_slots + 1) // 2)]
+                    return
                 self.reg_arrays[buf.name] = [Operand(self.regs.new(t), t) for _ in range(root_slots)]
             return
         root = self.syms.buffer(buf.storage)

@@ -104,6 +104,9 @@ class IntrinsicCalls:
             if not isinstance(arg, (ir.TupleExpr, ir.ListExpr)):
                 raise TilecError(f"{what} must be a tuple of {'registers' if kind == 'regs' else 'values'}", arg.span or call.span)
             if kind == "regs":
+                pair = self._pair_type(arg.items, p.arg)
+                if pair is not None:
+                    return Operands(self.packed_pair(lo, hi, pair, what) for lo, hi in self._two_by_two(arg, what))
                 return Operands(self.lvalue(a, p.arg, what, writebacks) for a in arg.items)
             want = None if kind == "index" else p.arg
             # PTX vector operands `{a, b}` take registers only
@@ -134,6 +137,33 @@ class IntrinsicCalls:
                 raise TilecError(f"{what} must be a buffer element", arg.span or call.span)
             return self.element_ref(arg)
         return arg  # layout, expr: the row interprets the expression
+
+    def _pair_type(self, items, accepted: str) -> Optional[str]:
+        """"f16x2" (or "bf16x2") when a `regs` operand accepting it is given
+        elements of that 16-bit type: they are taken two to a register."""
+        if not items:
+            return None
+        pair = f"{self.syms.type_of(items[0])}x2"
+        return pair if pair in accepted.split("|") else None
+
+    @staticmethod
+    def _two_by_two(arg, what):
+        items = arg.items
+        if len(items) % 2:
+            raise TilecError(f"{what} takes 16-bit elements in pairs, got {len(items)}", arg.span)
+        return zip(items[0::2], items[1::2])
+
+    def packed_pair(self, lo: ir.Expr, hi: ir.Expr, pair: str, what: str) -> Operand:
+        """The b32 register whose low and high halves are elements `lo` and
+        `hi` of a packed register array (`addressing`), as a `pair` operand."""
+        refs = [self.element_ref(x) if isinstance(x, ir.Index) else None for x in (lo, hi)]
+        if not all(r is not None and r.word is not None for r in refs) or refs[0].word != refs[1].word \
+                or (refs[0].half, refs[1].half) != (0, 1):
+            raise TilecError(
+                f"{what} must be pairs of elements of a packed {pair[:-2]} register array, each pair the low and "
+                f"high halves of one register (consecutive slots from an even one, in registers, never "
+                f"indexed at run time)", lo.span)
+        return Operand(refs[0].word.text, pair)
 
     def _is_tensormap(self, e: ir.Expr) -> bool:
         return isinstance(e, ir.Name) and self.syms.lookup(e.id, e.span).kind == "tensormap"

@@ -5,17 +5,20 @@
 computes acc = A @ B^T (+ acc when `accum` is true; the default is False) for
 an A tile of M x K and a B tile of N x K in shared memory, or A in registers;
 `transpose_A=True` takes A as K x M, `transpose_B=True` B as K x N (so
-`D = A @ B` with B row-major K x N is `transpose_B=True`).  Types: f16 or
-bf16 (K 16 per instruction), tf32 (K 8), e4m3/e5m2 in any mix (K 32), with
-an f32 accumulator; i8/u8 in any mix (K 32) with an i32 one.  A from
-registers is f16, bf16, e4m3 or e5m2, in the wgmma A fragment (four
-32-bit registers per K step, two or four values each).  One warpgroup issues it: `wgmma` is warpgroup-collective, so
-the call must run in all 128 threads of a warpgroup (scope `wg`, or `cta`
-when the block is one warpgroup).
+`D = A @ B` with B row-major K x N is `transpose_B=True`).  Types (the PTX
+ISA's table, `mma_desc.wgmma_mma_k`): f16 (K 16 per instruction) into f32
+or f16, bf16 (K 16) and tf32 (K 8) into f32, e4m3/e5m2 in any mix (K 32)
+into f32 or f16, i8/u8 in any mix (K 32) into i32.  A from registers is any
+of them, in the wgmma A fragment (four 32-bit registers per K step holding
+one tf32, two 16-bit or four 8-bit values each), tf32 as f32 registers.  One
+warpgroup issues it: `wgmma` is warpgroup-collective, so the call must run
+in all 128 threads of a warpgroup (scope `wg`, or `cta` when the block is
+one warpgroup).
 
-The accumulator is a register buffer of f32 spread over the warpgroup with
-the wgmma fragment layout.  For one m64nNk16 instruction thread t = 32 w + l
-holds N/2 values; value i is the element
+The accumulator is a register buffer spread over the warpgroup with the
+wgmma fragment layout.  For one m64nNk16 instruction thread t = 32 w + l
+holds N/2 values (in N/2 registers, or for f16 two to a register: the
+emitter stores such a buffer packed, `regs(f16x2)`); value i is the element
 
     row = 16 w + l / 4 + 8 ((i / 2) % 2),   col = 8 (i / 4) + 2 (l % 4) + i % 2
 
@@ -29,8 +32,10 @@ columns.  Any layout is accepted that gives every element of every
 instruction to the thread and register the hardware uses: the check is
 element by element, so layouts that order the registers differently work
 too.  Later copies and casts read the accumulator through the same layout.
-A from registers uses the same fragment with N = 16 per K step (8 f16 per
-thread; `ptx.wgmma.mma_async.rs`).
+A from registers uses the same fragment with N = K per K step (8 16-bit
+values per thread; 16 8-bit ones, four adjacent columns to a register; 4
+tf32, one to a register; `ptx.wgmma.mma_async.rs`), packed into 32-bit
+registers before the wgmma.fence.
 
 Shared operands are read through matrix descriptors, checked and built by
 `dispatch/smem_matrix.py` (the module tcgen05 uses too).  Whether an operand
@@ -66,7 +71,7 @@ from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
-from tilec.compiler.mma_desc import wgmma_mma_k
+from tilec.compiler.mma_desc import wgmma_accumulators, wgmma_mma_k
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.operands import region
 from tilec.passes.dispatch.threads import Threads
@@ -80,10 +85,7 @@ FAMILIES = (("f16",), ("bf16",), ("tf32",), ("e4m3", "e5m2"), ("i8", "u8"))
 """A and B types wgmma multiplies: one family, in any mix within it."""
 TRANSPOSABLE = ("f16", "bf16")
 """Types wgmma reads MN-major (imm-trans-a/b) [PTX 9.7.15.5.2]."""
-REGISTER_A = ("f16", "bf16", "e4m3", "e5m2")
-"""Types tilec feeds to wgmma from registers: the register values among the
-A types (tf32 and 8-bit integer elements are not held one per register as
-their own type)."""
+
 
 SIGNATURE = Signature.parse(
     "C: expr, A: expr, B: expr, *, accum: expr = False, cta_group: int = 1, "
@@ -140,6 +142,14 @@ def mma_k(o: Operands) -> int:
     return {16: 16, 32: 8, 8: 32}[DTYPES[o.A.dtype].bits]
 
 
+def a_type(o: Operands) -> str:
+    """The type wgmma multiplies A as: its dtype, and tf32 for an f32 register
+    buffer (a tf32 element is the 32 bits of an f32, of which the tensor core
+    reads the top 19; tf32 is no register value type).  Every A type may come
+    from registers."""
+    return "tf32" if o.A.scope == "local" and o.A.dtype == "f32" else o.A.dtype
+
+
 def _matrix_shape(r: Region) -> tuple:
     """The extents of the last two dims (the matrix); leading dims pick one
     matrix, so their extents must be 1."""
@@ -183,17 +193,17 @@ def _operand_scopes(op: TileOp, ctx: DispatchContext):
 
 def _dtypes(op: TileOp, ctx: DispatchContext):
     o = operands(op, ctx)
-    family = next((f for f in FAMILIES if o.A.dtype in f), None)
+    a = a_type(o)
+    family = next((f for f in FAMILIES if a in f), None)
     if family is None:
-        return False, f"wgmma multiplies {', '.join('/'.join(f) for f in FAMILIES)}, got A {o.A.dtype}"
+        return False, (f"wgmma multiplies {', '.join('/'.join(f) for f in FAMILIES)}, got A {o.A.dtype}"
+                       + (" (f32 A is taken from registers only, as tf32)" if o.A.dtype == "f32" else ""))
     if o.B.dtype not in family:
         one = "one dtype" if len(family) == 1 else f"dtypes of one family ({' or '.join(family)})"
         return False, f"A and B must have {one}, got {o.A.dtype} and {o.B.dtype}"
-    acc = "i32" if family == ("i8", "u8") else "f32"
-    if o.C.dtype != acc:
-        return False, f"the accumulator must be {acc}, got {o.C.dtype}"
-    if o.A.scope == "local" and o.A.dtype not in REGISTER_A:
-        return False, f"A from registers must be {' or '.join(REGISTER_A)} here, got {o.A.dtype}"
+    accs = wgmma_accumulators(a)
+    if o.C.dtype not in accs:
+        return False, f"the accumulator must be {' or '.join(accs)}, got {o.C.dtype}"
     for name, trans, r in (("A", o.trans_a, o.A), ("B", o.trans_b, o.B)):
         if trans and r.dtype not in TRANSPOSABLE:
             return False, (f"wgmma reads {r.dtype} {name} only K-major: transpose_{name}=True needs "
@@ -240,22 +250,23 @@ def _shape(op: TileOp, ctx: DispatchContext):
 def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     o = operands(op, ctx)
     span = op.span
+    a_t = a_type(o)
     k_inst = mma_k(o)
-    n_inst = instruction_n(o.N, o.A.dtype)
+    n_inst = instruction_n(o.N, a_t)
     m_tiles, n_tiles, k_steps = o.M // MMA_M, o.N // n_inst, o.K // k_inst
     threads = Threads(ctx.symbols)
     acc = fragment_elements(o.C, threads, [(MMA_M * i, n_inst * j) for i in range(m_tiles) for j in range(n_tiles)],
-                            n_inst, "the accumulator")
+                            n_inst, "the accumulator", packed=DTYPES[o.C.dtype].bits == 16)
     divisors = Divisors(ctx.symbols.kernel)
     b = shared_operand(o.B, o.trans_b, [(n_inst * j, k_inst * kk) for j in range(n_tiles) for kk in range(k_steps)],
                        (n_inst, k_inst), divisors, "B")
     stmts: List[ir.Stmt] = []
     if o.A.scope == "local":
         a = None
+        per = 32 // DTYPES[o.A.dtype].bits
         a_frags = fragment_elements(o.A, threads, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
-                                    k_inst, "A", per=32 // DTYPES[o.A.dtype].bits)
-        if DTYPES[o.A.dtype].bits == 16:
-            a_frags = [_packed_pairs(frag, ctx, stmts, span) for frag in a_frags]
+                                    k_inst, "A", per=per)
+        a_frags = [_packed_words(frag, per, ctx, stmts, span) for frag in a_frags]
     stmts.append(ir.ExprStmt(ir.Call("ptx.wgmma.fence", span=span), span=span))
     if o.A.scope != "local":
         a = shared_operand(o.A, o.trans_a, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
@@ -269,8 +280,8 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         name = ctx.fresh("wgmma_accum")
         stmts.append(_assign(name, scale, span))
         scale = ir.Name(name, span=span)
-    kwargs = (ir.Keyword("dtype", ir.DTypeLit(o.A.dtype, span=span), span=span),)
-    if o.B.dtype != o.A.dtype:
+    kwargs = (ir.Keyword("dtype", ir.DTypeLit(a_t, span=span), span=span),)
+    if o.B.dtype != a_t:
         kwargs += (ir.Keyword("b_dtype", ir.DTypeLit(o.B.dtype, span=span), span=span),)
     if a is not None and a.major == "MN":
         kwargs += (ir.Keyword("trans_a", ir.Int(1, span=span), span=span),)
@@ -293,17 +304,23 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     return stmts
 
 
-def _packed_pairs(frag: List[ir.Expr], ctx: DispatchContext, out: List[ir.Stmt], span) -> List[ir.Expr]:
-    """A register fragment of 16-bit values as 32-bit registers, packed in
-    pairs by statements appended to `out`, which come before the
-    wgmma.fence.  Packed at each instruction instead, inside the fenced
+def _packed_words(frag: List[ir.Expr], per: int, ctx: DispatchContext, out: List[ir.Stmt], span) -> List[ir.Expr]:
+    """A register A fragment as the four 32-bit registers wgmma reads: 16-bit
+    values packed in pairs (ptx.mov.b32.pack), 8-bit ones in fours
+    (ptx.mov.b32.pack4) by statements appended to `out`, which come before
+    the wgmma.fence; f32 registers (tf32) as their bits (wgmma takes b32
+    registers).  Packed at each instruction instead, inside the fenced
     region, the packing writes registers that a wgmma after the fence reads,
     and ptxas fences again before every instruction (C7519), so each waits
     for the one before it."""
     names = []
-    for lo, hi in zip(frag[0::2], frag[1::2]):
+    for i in range(0, len(frag), per):
+        if per == 1:
+            value = ir.Call("reinterpret", (frag[i], ir.DTypeLit("u32", span=span)), span=span)
+        else:
+            value = ir.Call({2: "ptx.mov.b32.pack", 4: "ptx.mov.b32.pack4"}[per], tuple(frag[i:i + per]), span=span)
         name = ctx.fresh("wgmma_a")
-        out.append(_assign(name, ir.Call("ptx.mov.b32.pack", (lo, hi), span=span), span))
+        out.append(_assign(name, value, span))
         names.append(ir.Name(name, span=span))
     return names
 
