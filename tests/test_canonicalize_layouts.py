@@ -18,6 +18,7 @@ from tilec.compiler.printer import print_module
 from tilec.compiler.symbols import analyze_kernel
 from tilec.grammar.parser import parse
 from tilec.passes.canonicalize_layouts import CanonicalizeLayouts, canonicalize_module
+from tilec.passes.infer_scope import _layout_scope
 from test_layout_props import layout_and_shape
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,3 +197,25 @@ def test_random_layouts_keep_their_mapping_at_every_site(case, shape_only):
         assert after == canonical
     assert_same_mapping(lit, canonical, shape)
     assert canonicalize_module(out) == out
+
+
+def test_a_thread_axis_named_at_zero_keeps_the_buffer_scope():
+    """Issue 18 item 3: `O[0@wgid]` beside lanes is the CTA's threads 0-15, written
+    `S[16 : 1@tx]`; a thread axis that only a zero offset names stays as `O[0@axis]`,
+    and infer-scope reads the same scope before and after the pass."""
+    module, target = folded(src(
+        """
+        target sm_90a
+        kernel k(A: f32[16]):
+            cta_id([1])
+            lane = lane_id([32])
+            a = alloc((16,), f32, scope="local", layout=S[16 : 1@laneid] + O[0@wgid])
+            b = alloc((4,), f32, scope="local", layout=S[(4, 1) : (1, 1@laneid)] + O[0@m])
+        """
+    ))
+    out = canonical(module, target)
+    assert [str(to_layout(lit)) for _, lit in buffer_layouts(out, target).values()] == [
+        "S[16 : 1@tx]", "S[4 : 1] + O[0@laneid]"]
+    for (_, old), (_, new) in zip(buffer_layouts(module, target).values(), buffer_layouts(out, target).values()):
+        assert _layout_scope(old) == _layout_scope(new)
+    assert [_layout_scope(lit) for _, lit in buffer_layouts(out, target).values()] == ["cta", "warp"]

@@ -119,6 +119,33 @@ def test_canonicalize_keeps_the_scope_of_a_partial_warpgroup():
     assert canonicalize(layout) == make((32,), ((1, "tid_in_wg"),))
 
 
+def test_a_zero_thread_offset_is_the_scope_and_canonicalization_keeps_it():
+    """Issue 18 item 3: naming a thread axis, at 0 too, says which threads own
+    the layout.  `O[0@wgid]` beside lanes makes it the CTA's threads 0-15, so it
+    canonicalizes to that (`S[16 : 1@tx]`), not to every warp's lanes 0-15; and
+    a thread axis that only a zero offset, a unit iterator, a stride-0 iterator
+    or a stride-0 replica names stays named, as `O[0@axis]`."""
+    lanes = make((16,), ((1, "laneid"),))
+    cta = make((16,), ((1, "laneid"),), offset={"wgid": 0})
+    assert canonicalize(cta) == make((16,), ((1, "tx"),))
+    assert canonicalize(cta) != canonicalize(lanes)
+    assert apply(cta, 3) == {"m": 0, "laneid": 3, "wid_in_wg": 0, "wgid": 0}
+    assert apply(lanes, 3) == {"m": 0, "laneid": 3}
+    lane0 = make((4,), (1,), offset={"laneid": 0})
+    assert canonicalize(lane0) == lane0 and str(lane0) == "S[4 : 1] + O[0@laneid]"
+    for spelling in (
+        make((4, 1), (1, (5, "laneid"))),
+        make((4,), (1,), replica=[(3, 0, "laneid")]),
+        make((4,), (1,), offset={"laneid": 0, "m": 0, "TCol": 0}),
+    ):
+        assert canonicalize(spelling) == lane0, spelling
+    assert canonicalize(make((4, 2), (1, (0, "laneid")))) == make((4, 2), (1, 0), offset={"laneid": 0})
+    assert canonicalize(make((4,), (1,), offset={"laneid": 0, "wid_in_wg": 0})) == make(
+        (4,), (1,), offset={"tid_in_wg": 0})
+    assert canonicalize(make((4,), (1,))) == make((4,), (1,))  # no thread axis: every thread's
+    assert canonicalize(make((4,), (1,), offset={"m": 0, "TCol": 0})) == make((4,), (1,))
+
+
 def test_canonical_replicas_are_sorted_and_fused():
     layout = make((4,), (1,), replica=[(2, 32, "TLane"), (2, 64, "TLane"), (3, 1, "m")])
     assert canonicalize(layout).replica == (Iter(3, 1), Iter(4, 32, "TLane"))

@@ -22,6 +22,7 @@ from tilec.compiler.layout import (
     split_thread_axes,
     unpack,
 )
+from tilec.compiler.layout_axes import AXES, in_hierarchy, is_thread, scope_axis
 from tilec.compiler.layout_ir import to_layout, to_lit
 from tilec.compiler.printer import print_expr
 from tilec.compiler.layout_shape import (
@@ -124,13 +125,88 @@ def all_equal(a: TileLayout, b: TileLayout) -> bool:
     return size(a) == size(b) and all(nonzero(apply(a, i)) == nonzero(apply(b, i)) for i in range(size(a)))
 
 
+def meaning(layout: TileLayout) -> list:
+    """What a layout says, element by element: the set of places each element
+    is at (one per replica position), each with every thread axis `apply`
+    reports -- at 0 too, since the thread axes a layout names are its scope,
+    the threads that own it -- and the memory axes that are not 0."""
+    expanded = TileLayout(layout.replica + layout.shard, (), layout.offset, layout.swizzle)
+    copies = math.prod(it.extent for it in layout.replica)
+    n = size(layout)
+
+    def place(i):
+        return frozenset((k, v) for k, v in apply(expanded, i).items() if v or is_thread(k))
+
+    return [frozenset(place(r * n + i) for r in range(copies)) for i in range(n)]
+
+
 @SETTINGS
 @given(layouts())
 def test_canonicalize_preserves_apply_and_is_idempotent(layout):
-    """canonicalize(L) applies like L at every index, and canonicalize(canonicalize(L)) == canonicalize(L)."""
+    """canonicalize(L) means what L means (every element's places, thread axes at 0
+    included, and every replica position), and canonicalize(canonicalize(L)) == canonicalize(L)."""
     canon = canonicalize(layout)
-    assert all_equal(canon, layout)
+    assert meaning(canon) == meaning(layout)
     assert canonicalize(canon) == canon
+
+
+def _scope_levels(layout: TileLayout):
+    names = {it.axis for it in layout.shard + layout.replica} | {n for n, _ in layout.offset}
+    scope = scope_axis(names)
+    return AXES[scope].levels if scope else None
+
+
+@st.composite
+def respelled(draw, layout: TileLayout):
+    """Another spelling of `layout`: thread axes split per level, iterators cut
+    into digits, unit iterators, zero offsets, stride-0 replicas and an
+    identity swizzle added on axes the layout's scope already covers, the
+    axis of a stride-0 iterator moved, replicas shuffled.  Each step keeps
+    the meaning (the test checks that too)."""
+    if draw(st.booleans()):
+        try:
+            layout = split_thread_axes(layout)
+        except LayoutError:
+            pass
+    levels = _scope_levels(layout)
+    threads = {n for n in AXES if is_thread(n) and not in_hierarchy(n)} & (
+        {it.axis for it in layout.shard + layout.replica} | {n for n, _ in layout.offset})
+    if levels is not None:
+        threads |= {n for n, a in AXES.items() if a.levels and levels[0] <= a.levels[0] and a.levels[1] <= levels[1]}
+    free = sorted(threads) + ["m", "TLane", "TCol"]  # naming these at 0 changes nothing
+    shard = []
+    for it in layout.shard:
+        cuts = [d for d in range(2, it.extent) if it.extent % d == 0]
+        if cuts and draw(st.booleans()):
+            d = draw(st.sampled_from(cuts))
+            shard += [Iter(it.extent // d, it.stride * d, it.axis), Iter(d, it.stride, it.axis)]
+        elif it.stride == 0 and draw(st.booleans()):
+            shard.append(Iter(it.extent, 0, draw(st.sampled_from(free))))
+        else:
+            shard.append(it)
+    for _ in range(draw(st.integers(0, 2))):
+        shard.insert(draw(st.integers(0, len(shard))), Iter(1, draw(st.integers(0, 3)), draw(st.sampled_from(free))))
+    replica = list(layout.replica)
+    for _ in range(draw(st.integers(0, 2))):
+        replica.append(Iter(draw(st.integers(1, 3)), 0, draw(st.sampled_from(free))))
+    replica = draw(st.permutations(replica))
+    offset = dict(layout.offset)
+    for name in draw(st.lists(st.sampled_from(free), max_size=2)):
+        offset.setdefault(name, 0)
+    swizzle = layout.swizzle
+    if swizzle is None and draw(st.booleans()):
+        swizzle = Swizzle(draw(st.integers(0, 3)), 0, draw(st.integers(1, 3)))
+    return TileLayout(shard, replica, offset, swizzle)
+
+
+@SETTINGS
+@given(st.data())
+def test_spellings_of_one_layout_canonicalize_equal(data):
+    """Two spellings of one layout (same meaning) have one canonical form."""
+    layout = data.draw(layouts())
+    other = data.draw(respelled(layout))
+    assert meaning(other) == meaning(layout)
+    assert canonicalize(other) == canonicalize(layout)
 
 
 @SETTINGS

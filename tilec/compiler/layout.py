@@ -329,8 +329,10 @@ def fuse_contiguous(iters: Sequence[Iter]) -> list[Iter]:
 
 def _canonical_replicas(replica: list[Iter]) -> tuple[Iter, ...]:
     """Replicas form a set of positions, so their order is free: sort by axis
-    and falling stride, fuse, and repeat until nothing changes."""
-    iters = [it for it in replica if it.extent != 1]
+    and falling stride, fuse, and repeat until nothing changes.  A replica
+    that adds no position (extent 1 or stride 0) goes; the axis it named
+    stays in the scope (`_keep_scope`)."""
+    iters = [it for it in replica if it.extent != 1 and it.stride != 0]
     while True:
         iters.sort(key=lambda it: (AXIS_ORDER[it.axis], -it.stride, -it.extent))
         fused = fuse_contiguous(iters)
@@ -339,31 +341,53 @@ def _canonical_replicas(replica: list[Iter]) -> tuple[Iter, ...]:
         iters = fused
 
 
+def _thread_names(shard, replica, offset) -> set[str]:
+    return {it.axis for it in list(shard) + list(replica) if is_thread(it.axis)} | {n for n in offset if is_thread(n)}
+
+
+def _keep_scope(offset: dict[str, int], threads: set[str], shard, replica) -> dict[str, int]:
+    """`offset` with a zero offset on each thread axis of `threads` that no
+    iterator or offset names any more: naming a thread axis is what makes it
+    part of the layout's scope, so `S[4 : 1] + O[0@laneid]` (lane 0 of each
+    warp) must not lose it and become `S[4 : 1]` (every thread)."""
+    named = {it.axis for it in list(shard) + list(replica)} | set(offset)
+    return {**offset, **{n: 0 for n in threads - named}}
+
+
 def canonicalize(layout: TileLayout) -> TileLayout:
     """The canonical form: thread axes on the layout's scope axis, unit
-    iterators and zero offsets dropped, contiguous iterators fused, replicas
-    sorted and fused, an identity swizzle dropped.  Preserves `apply` at every
-    index, and is idempotent.  `S[(4, 32) : (1@wid_in_wg, 1@laneid)]` becomes
-    `S[128 : 1@tid_in_wg]`."""
+    iterators and zero offsets dropped, a stride-0 iterator on `m` (its axis
+    adds nothing but the scope), contiguous iterators fused, replicas sorted
+    and fused, an identity swizzle dropped -- and a zero offset on a thread
+    axis that only a dropped part named, so the scope stays what it was.
+    `S[(4, 32) : (1@wid_in_wg, 1@laneid)]` becomes `S[128 : 1@tid_in_wg]`,
+    `S[16 : 1@laneid] + O[0@wgid]` becomes `S[16 : 1@tx]` (threads 0-15 of
+    the CTA), `S[(4, 1) : (1, 1@laneid)]` becomes `S[4 : 1] + O[0@laneid]`.
+    Preserves `apply` at every index (every axis it reports, thread axes at 0
+    too) and the replica positions, is idempotent, and gives equal layouts
+    for any two spellings of one layout (docs/layout.md, "Canonical form")."""
     shard, replica, offset = _to_scope(layout)
-    shard = fuse_contiguous([it for it in shard if it.extent != 1]) or [Iter(1, 1)]
+    threads = _thread_names(shard, replica, offset)
+    shard = [Iter(it.extent, 0) if it.stride == 0 else it for it in shard if it.extent != 1]
+    shard = fuse_contiguous(shard) or [Iter(1, 1)]
+    replica = _canonical_replicas(replica)
+    offset = _keep_scope({n: v for n, v in offset.items() if v}, threads, shard, replica)
     swizzle = layout.swizzle if layout.swizzle and layout.swizzle.swizzle_bits else None
-    return TileLayout(
-        shard,
-        _canonical_replicas(replica),
-        {n: v for n, v in offset.items() if v},
-        swizzle,
-    )
+    return TileLayout(shard, replica, offset, swizzle)
 
 
 def join_thread_axes(layout: TileLayout) -> TileLayout:
     """Every CTA thread iterator and offset rewritten on the layout's scope
     axis, nothing fused: `S[2 : 2@wid_in_wg] + O[0@wgid]` becomes
-    `S[2 : 2@warpid]`.  A zero offset there says nothing the iterators do not
-    (and with no thread iterator at all, no scope), so it goes; the inverse
-    of `split_thread_axes` on the layouts that gives."""
+    `S[2 : 2@warpid]`.  A zero offset on the scope axis goes when an
+    iterator names that axis (it says nothing more) and stays when none
+    does (`S[2 : 1] + O[0@laneid, 0@wid_in_wg]` becomes `S[2 : 1] +
+    O[0@tid_in_wg]`); the inverse of `split_thread_axes` on the layouts
+    that gives."""
     shard, replica, offset = _to_scope(layout)
-    return TileLayout(shard, replica, {n: v for n, v in offset.items() if v or not in_hierarchy(n)}, layout.swizzle)
+    threads = {n for n in _thread_names(shard, replica, offset) if in_hierarchy(n)}
+    kept = {n: v for n, v in offset.items() if v or not in_hierarchy(n)}
+    return TileLayout(shard, replica, _keep_scope(kept, threads, shard, replica), layout.swizzle)
 
 
 def split_thread_axes(layout: TileLayout) -> TileLayout:

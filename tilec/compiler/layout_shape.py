@@ -301,9 +301,12 @@ def _same(a: TileLayout, b: TileLayout) -> bool:
 
 def _checked(part: TileLayout, tiling, tiled: TileLayout) -> Optional[TileLayout]:
     """`part` when `tiling(part)` is `tiled`, written on the thread axes the
-    caller uses (per-level pieces joined back, when that is still the part);
-    None when it is not."""
-    for candidate in (join_thread_axes(part), part):
+    caller uses (per-level pieces joined back, when that is still the part)
+    and without the zero thread offsets that splitting `tiled` gave it when
+    the other part already names those axes; None when it is not."""
+    joined = join_thread_axes(part)
+    bare = attrs.evolve(joined, offset=[(n, v) for n, v in joined.offset if v or not is_thread(n)])
+    for candidate in (bare, joined, part):
         try:
             if _same(tiling(candidate), tiled):
                 return candidate

@@ -6,8 +6,11 @@ layouts and take them apart -- dispatch matches an operand against a
 fragment layout, TMA planning reads the box from the iterators -- and should
 not each have to cope with every spelling, so after this pass a layout
 literal is exactly `to_lit(canonicalize(to_layout(lit)))`: thread axes on the
-scope axis, no unit iterators or zero offsets, contiguous iterators fused,
-explicit integer strides.  The mapping of every element is unchanged.
+scope axis, no unit iterators, contiguous iterators fused, explicit integer
+strides, and no zero offset except `O[0@axis]` on a thread axis nothing
+else names (the scope: `S[4 : 1] + O[0@laneid]` is lane 0's of each warp,
+`S[4 : 1]` every thread's).  The mapping of every element and the scope are
+unchanged (docs/layout.md, "Canonical form").
 
 Rewritten are the layouts that belong to buffers -- a kernel parameter's
 `layout`, the `layout=` argument of an allocation, `decl_buffer`,

@@ -11,8 +11,9 @@ instead, so it is read off the code:
    `ptx.elect_sync()` gives `thread.`, a warp id `warp.`, a warpgroup id
    `wg.`;
 2. the operands: a register (`local`) buffer belongs to one thread unless
-   its layout spreads it over threads (`@laneid`: a warp's, `@tid_in_wg`: a
-   warpgroup's), and a region indexed by a launch id is the thread's own
+   its layout names thread axes, its scope (`@laneid`: a warp's, also
+   `O[0@laneid]`, lane 0 of each warp; `@tid_in_wg`: a warpgroup's; see
+   docs/layout.md), and a region indexed by a launch id is the thread's own
    (`Dsmem[warp * 32 + lane, :]`); this is how an unguarded
    `cast(Dreg_f16[:], Dreg[:])` is a per-thread cast, as in the seeds;
 3. otherwise the whole CTA: `cta.`, also when the CTA is a single
@@ -150,8 +151,9 @@ class _Kernel:
 
 
 def _layout_scope(layout: Optional[ir.Expr]) -> str:
-    """The scope of a register buffer with this layout: the thread levels its
-    iterators spread it over."""
+    """The scope of a register buffer with this layout: the highest thread
+    level it names, the top of its scope (which canonicalization keeps, so
+    the written and the canonical literal agree)."""
     levels = [
         AXES[it.axis].levels[1]
         for it in _layout_iters(layout)
