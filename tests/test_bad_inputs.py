@@ -10,6 +10,7 @@ from tilec.compiler import source
 from tilec.compiler.diagnostics import TilecError
 from tilec.pipeline import compile_source
 from tilec.passes.expand_inline import parse_define_value
+from tilec.runtime.assemble import assemble
 
 
 def _compile(seed):
@@ -71,6 +72,26 @@ def test_limits_leave_room_for_real_kernels():
     compile_source(head + '    s = alloc((49152,), u8, scope="shared")\n    s[tx] = 1\n', "ok.tile")
     compile_source(head + '    s = alloc((232448,), u8, scope="shared.dyn")\n    s[tx] = 1\n', "ok.tile")
     compile_source(head + "    for i in unroll(1024):\n        A[0] = 1.0\n", "ok.tile")
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_static_shared_memory_may_fill_the_block_on_hopper_and_blackwell(target):
+    """Issue 18 item 4: the per-block limit of static shared memory is 227 KiB
+    on sm_90a/sm_100a, not 48 KiB.  ptxas assembles a 227 KiB static `.shared`
+    array there, and an H200 launched one with no opt-in (docs/language.md,
+    Limits); one byte more is refused at the allocation, naming the limit and
+    the target, with no advice to go dynamic (that limit is the same)."""
+    head = f"target {target}\nkernel k(A: f32[16]):\n    tx = thread_id([32])\n"
+    result = compile_source(head + '    s = alloc((232448,), u8, scope="shared")\n    s[tx] = 1\n', "ok.tile")
+    assert "\t.shared .align 16 .b8 $shared_s[232448];" in result.ptx.splitlines()
+    assemble(result.ptx, target)
+    with pytest.raises(TilecError) as info:
+        compile_source(head + '    s = alloc((232449,), u8, scope="shared")\n', "big.tile")
+    assert info.value.span.line == 4
+    assert info.value.message == (
+        "static shared memory reaches 232449 bytes, over the 232448 bytes (227 KiB) of static "
+        f"shared memory a block may have on {target}"
+    )
 
 
 @pytest.mark.parametrize("index", ["16", "-1", "4611686018427387904"])

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import runtime_kernels
+import tilec
 from tilec.runtime import driver
 from tilec.runtime.driver import CudaError
 from tilec.runtime.launch import LaunchError
@@ -202,3 +203,29 @@ def test_loaded_code_keeps_setmaxnreg(hopper):
     assert "setmaxnreg' ignored" not in log, log
     usage = parse_usage(log)["hgemm_v7"]
     assert usage["spill_stores"] == 0 and not usage["performance_loss"], log
+
+
+STATIC_227_KIB = """
+target sm_90a
+kernel big_static(out: u32[128]):
+    cta_id([1])
+    tx = thread_id([128])
+    s = alloc((58112,), u32, scope="shared")
+    s[58111 - tx] = convert(tx, u32) + 1000
+    cuda.cta_sync()
+    out[tx] = s[58111 - ((tx + 1) % 128)]
+"""
+
+
+def test_static_shared_memory_past_48_kib_launches(hopper):
+    """Issue 18: tilec's static-shared limit on sm_90a is 227 KiB, not 48 KiB.
+    A kernel whose only shared memory is a 232448-byte static `.shared`
+    array (58112 u32, the last 128 of them used, each thread reading its
+    neighbour's store) launches with no opt-in and reads back every value."""
+    compiled = tilec.compile_text(STATIC_227_KIB, "big_static.tile")
+    assert "\t.shared .align 16 .b8 $shared_s[232448];" in compiled.ptx.splitlines()
+    assert compiled.meta["kernels"][0]["dynamic_smem"] == 0
+    kernel = compiled.kernel("big_static")
+    out = np.full(128, 0xFFFFFFFF, np.uint32)
+    kernel(out)
+    assert out.tolist() == [1000 + (i + 1) % 128 for i in range(128)]

@@ -905,22 +905,29 @@ class _Analyzer:
 
     def check_smem(self, span) -> None:
         """A located error at the allocation that takes the block past the
-        target's shared memory: its static limit (what ptxas enforces), and
-        static plus dynamic at most the opt-in maximum (which only the launch
-        would check)."""
+        target's shared memory: its static limit (ptxas': 48 KiB on sm_80,
+        all 227 KiB on sm_90a/sm_100a, which the driver launches without an
+        opt-in), and static plus dynamic at most the opt-in maximum (which
+        only the launch would check).  docs/language.md, Limits, says why."""
         target = self.syms.target
         if self.static_end > target.max_static_smem:
+            hint = ""
+            if target.max_static_smem < target.max_smem:
+                hint = (
+                    f'; allocate large buffers with scope="shared.dyn" or from a smem_pool() '
+                    f"(static plus dynamic may reach {_bytes(target.max_smem)})"
+                )
             raise TilecError(
-                f"static shared memory reaches {self.static_end} bytes, over the {target.max_static_smem} a "
-                f'block may have on {target.name}; allocate large buffers with scope="shared.dyn" or from '
-                "a smem_pool()",
+                f"static shared memory reaches {self.static_end} bytes, over the "
+                f"{_bytes(target.max_static_smem)} of static shared memory a block may have on "
+                f"{target.name}{hint}",
                 span,
             )
         total = self.static_end + self.arena_end
         if total > target.max_smem:
             raise TilecError(
                 f"shared memory reaches {total} bytes ({self.static_end} static, {self.arena_end} dynamic), "
-                f"over the {target.max_smem} a block may use on {target.name}",
+                f"over the {_bytes(target.max_smem)} a block may use on {target.name}",
                 span,
             )
 
@@ -1153,6 +1160,11 @@ class _Analyzer:
         if cluster != [1, 1, 1] and not self.syms.target.at_least("sm_90a"):
             raise TilecError(f"clusters need sm_90a or newer (target is {self.syms.target})", k.span)
         return Launch(tuple(grid), (block, 1, 1), tuple(cluster), ids)
+
+
+def _bytes(n: int) -> str:
+    """A shared-memory limit as the message says it: "232448 bytes (227 KiB)"."""
+    return f"{n} bytes ({n // 1024} KiB)"
 
 
 def _align_up(x: int, a: int) -> int:
