@@ -11,7 +11,9 @@ threads, the position of the thread holding it.  It is written
   iterators by that shape (see `tilec.compiler.layout_shape`);
 - *replica* iterators `R[...]` broadcast the whole tile: every element is
   also at each replica position (tensor memory's `R[4:32@TLane]`);
-- per-axis *offsets* `O[...]` are added to every element;
+- per-axis *offsets* `O[...]` are added to every element; the thread
+  axes a layout names, with an offset of 0 too, are its *scope*, the
+  threads that own it (docs/layout.md);
 - an optional XOR *swizzle* is applied to the `m` offset last.
 
 Layouts are immutable and every operation is a pure function returning a new
