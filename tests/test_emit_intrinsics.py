@@ -231,6 +231,7 @@ def test_mbarrier_address_follows_the_element():
     ("ptx.wgmma.wait_group(n=1, depth=2)", "no parameter 'depth'"),
     ("ptx.mbarrier.init(address_of(D), 1)", "shared-memory address"),
     ("ptx.nonexistent()", "unknown intrinsic"),
+    ('ptx.fence.acq_rel("block")', "block"),
 ])
 def test_bad_intrinsic_calls_are_located(call, message):
     target = "sm_100a" if "tcgen05" in call else "sm_90a"

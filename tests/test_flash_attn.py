@@ -58,6 +58,7 @@ def test_compiles_and_assembles_without_warnings(dtype, d, causal):
     assert re.search(r"cp\.async\.bulk\.tensor\.\dd\.global\.shared::cta\.bulk_group", ptx)  # O: a TMA store
     assert ptx.count("setmaxnreg.inc.sync.aligned.u32 240;") == 2
     assert "bar.arrive" in ptx  # the consumers' ping-pong
+    assert ("fence.acq_rel.cta;" in ptx) == (d == 64)  # the softmax ahead of the wait for P V, at d 64
     meta = r.meta["kernels"][0]
     assert meta["block"] == [384, 1, 1] and meta["grid"] == [4 * 1024 // 128, 1, 1]  # one CTA per query block
     assert meta["dynamic_smem"] <= 227 * 1024
