@@ -222,7 +222,7 @@ def test_static_shared_memory_past_48_kib_launches(hopper):
     A kernel whose only shared memory is a 232448-byte static `.shared`
     array (58112 u32, the last 128 of them used, each thread reading its
     neighbour's store) launches with no opt-in and reads back every value."""
-    compiled = tilec.compile_text(STATIC_227_KIB, "big_static.tile")
+    compiled = tilec.compile(STATIC_227_KIB)
     assert "\t.shared .align 16 .b8 $shared_s[232448];" in compiled.ptx.splitlines()
     assert compiled.meta["kernels"][0]["dynamic_smem"] == 0
     kernel = compiled.kernel("big_static")
