@@ -25,7 +25,7 @@ def source(version: int, dtype: str = "f16") -> str:
 
 
 def build(version: int, dtype: str = "f16", **defines):
-    return compile_source(source(version, dtype), f"hgemm_v{version}.tile", defines=defines)
+    return compile_source(source(version, dtype), str(EXAMPLES / f"hgemm_v{version}.tile"), defines=defines)
 
 
 def inputs(m, n, k, seed=0):

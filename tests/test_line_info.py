@@ -83,8 +83,8 @@ def test_cli_flag(tmp_path):
 def test_statements_keep_their_spans_to_the_emitter():
     """Every statement the emitter sees has a location, so no instruction
     after the first statement is left without a .loc."""
-    text = (ROOT / "examples/hopper/hgemm_v7.tile").read_text()
-    module = compile_source(text, "v7.tile", options=Options(stop_after="unroll")).module
+    path = ROOT / "examples/hopper/hgemm_v7.tile"
+    module = compile_source(path.read_text(), str(path), options=Options(stop_after="unroll")).module
     # (tensormap declarations, written by plan-tma, become parameters: no instructions)
     missing = [n for n in walk(module) if isinstance(n, ir.Stmt) and not isinstance(n, ir.TensorMap)
                and n.span is None]

@@ -93,7 +93,7 @@ def compile_text(
     diagnostics."""
     defines = _check_arguments(target, defines)
     cacheable = options is None
-    key = cache.cache_key(text, defines, target or "") if cacheable else None
+    key = cache.cache_key(text, defines, target or "", source.dependencies(text, filename)) if cacheable else None
     hit = cache.lookup(key) if cacheable else None
     if hit is not None:
         ptx, meta = hit

@@ -167,7 +167,7 @@ def tune(
     from tilec.runtime import driver
 
     dev = driver.device()
-    key = _key(text, fixed, target, kernel, candidates, dev, bucket_of)
+    key = _key(text, filename, fixed, target, kernel, candidates, dev, bucket_of)
     if key in _memo and _memo[key].defines == {**fixed, **_memo[key].config}:
         return _memo[key]
     remembered = _read_winner(key, candidates)
@@ -323,10 +323,11 @@ def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
     return statistics.median(times)
 
 
-def _key(text, fixed, target, kernel, candidates, dev, bucket_of) -> str:
+def _key(text, filename, fixed, target, kernel, candidates, dev, bucket_of) -> str:
+    from tilec.compiler import source
     from tilec.runtime import cache
 
-    compiled_for = cache.cache_key(text, dict(bucket_of(fixed)), target or "")
+    compiled_for = cache.cache_key(text, dict(bucket_of(fixed)), target or "", source.dependencies(text, filename))
     blob = json.dumps(
         {
             "compile": compiled_for,

@@ -352,12 +352,15 @@ class TensorMap(Stmt):
 @attrs.frozen
 class Param(Node):
     """A kernel parameter: a global buffer (`dtype[shape] layout L`) when
-    `shape` is not None, else a scalar of `dtype`."""
+    `shape` is not None, else a scalar of `dtype`.  `cond` (`bias: f16[N] if
+    HAS_BIAS`) makes it conditional: present only where the compile-time
+    condition holds; `fold-constants` decides and drops it or the condition."""
 
     name: str
     dtype: str
     shape: Optional[Tuple[Expr, ...]] = None
     layout: Optional[Expr] = None
+    cond: Optional[Expr] = None
     span: Optional[Span] = _span()
 
 
@@ -379,12 +382,23 @@ class Const(Node):
 
 
 @attrs.frozen
+class Include(Node):
+    """`include "path.tile"` at module level: the consts and helpers of that
+    file, resolved relative to the including file.  The parser keeps the
+    line; the `parse` pass replaces it by the file's declarations."""
+
+    path: str
+    span: Optional[Span] = _span()
+
+
+@attrs.frozen
 class Module(Node):
     target: Optional[str]
     consts: Tuple[Const, ...]
     helpers: Tuple[InlineDef, ...]
     kernels: Tuple[Kernel, ...]
+    includes: Tuple[Include, ...] = ()
     span: Optional[Span] = _span()
 
 
-AnyNode = Union[Expr, Stmt, Param, Kernel, Const, Module, Keyword, LayoutIter]
+AnyNode = Union[Expr, Stmt, Param, Kernel, Const, Include, Module, Keyword, LayoutIter]

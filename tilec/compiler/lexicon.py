@@ -10,7 +10,7 @@ from __future__ import annotations
 from tilec.compiler.dtypes import DTYPES
 
 KEYWORDS = frozenset(
-    "target const kernel inline def meta tensormap for in range unroll "
+    "target include const kernel inline def meta tensormap for in range unroll "
     "if elif else while pass return and or not True False".split()
 )
 NAMESPACES = frozenset("ptx cuda cta wg warp thread".split())

@@ -325,15 +325,19 @@ def _stmt(s: ir.Stmt, indent: int, lines: list) -> None:
 # ---------------------------------------------------------------------------
 
 
-def _param(p: ir.Param) -> str:
+def _declared(p: ir.Param) -> str:
     if p.shape is None:
         return f"{p.name}: {p.dtype}"
     if not p.shape:
         raise ValueError(f"buffer parameter {p.name} has an empty shape")
     text = f"{p.name}: {p.dtype}[{_items(p.shape)}]"
     if p.layout is not None:
-        text += f" layout {_expr(p.layout, _SELECT)}"
+        text += f" layout {_expr(p.layout, _OR)}"  # a conditional layout in parentheses: `if` follows
     return text
+
+
+def _param(p: ir.Param) -> str:
+    return _declared(p) if p.cond is None else f"{_declared(p)} if {_expr(p.cond, _SELECT)}"
 
 
 def print_module(m: ir.Module) -> str:
@@ -341,6 +345,8 @@ def print_module(m: ir.Module) -> str:
     blocks = []
     if m.target is not None:
         blocks.append([f"target {m.target}"])
+    if m.includes:
+        blocks.append([f"include {_str(ir.Str(i.path))}" for i in m.includes])
     if m.consts:
         blocks.append([f"const {c.name} = {_expr(c.value, _SELECT)}" for c in m.consts])
     for h in m.helpers:

@@ -26,6 +26,7 @@ import re
 import threading
 from typing import Optional
 
+import attrs
 import lark
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
@@ -495,7 +496,7 @@ class _Builder(Transformer):
     # -- module level ------------------------------------------------------
 
     def module(self, meta, items):
-        target, consts, helpers, kernels = None, [], [], []
+        target, includes, consts, helpers, kernels = None, [], [], [], []
         for i, item in enumerate(items):
             if isinstance(item, _Target):
                 if target is not None:
@@ -503,6 +504,13 @@ class _Builder(Transformer):
                 if i != 0:
                     raise TilecError("the 'target' line must come before everything else", item.span)
                 target = item.name
+            elif isinstance(item, ir.Include):
+                if consts or helpers or kernels:
+                    raise TilecError(
+                        "'include' lines come before consts, helpers and kernels (after the 'target' line)",
+                        item.span,
+                    )
+                includes.append(item)
             elif isinstance(item, ir.Const):
                 consts.append(item)
             elif isinstance(item, ir.InlineDef):
@@ -512,7 +520,7 @@ class _Builder(Transformer):
         self.check_loose()
         line, col = self.eof
         return ir.Module(
-            target, tuple(consts), tuple(helpers), tuple(kernels),
+            target, tuple(consts), tuple(helpers), tuple(kernels), tuple(includes),
             span=ir.Span(self.file, 1, 1, line, col),
         )
 
@@ -526,6 +534,10 @@ class _Builder(Transformer):
         (tok,) = children
         return _Target(str(tok), ir.Span(self.file, meta.line, meta.column, tok.end_line, tok.end_column))
 
+    def include_decl(self, meta, children):
+        (tok,) = children
+        return ir.Include(self.string(meta, [tok]).value, span=self.tok_span(tok))
+
     def const_decl(self, meta, children):
         tok, value = children
         return ir.Const(str(tok), value, span=self.until(meta, value))
@@ -536,6 +548,10 @@ class _Builder(Transformer):
 
     def kernel_params(self, meta, params):
         return params
+
+    def param(self, meta, children):
+        param, cond = children
+        return param if cond is None else attrs.evolve(param, cond=cond, span=self.span(meta))
 
     def scalar_param(self, meta, children):
         tok, dtype = children

@@ -164,6 +164,7 @@ class _Expander:
                     p,
                     shape=None if p.shape is None else tuple(self.subst(e, env) for e in p.shape),
                     layout=None if p.layout is None else self.subst(p.layout, env),
+                    cond=None if p.cond is None else self.subst(p.cond, env),
                 )
             )
         body = self.block(k.body, env, ())

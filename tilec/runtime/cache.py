@@ -54,15 +54,18 @@ def compiler_fingerprint() -> str:
     return h.hexdigest()
 
 
-def cache_key(source: str, defines: dict, target: str) -> str:
+def cache_key(source: str, defines: dict, target: str, includes: tuple = ()) -> str:
     """The hex sha256 naming the module compiled from `source` with
     `defines` for `target` by this compiler.  Defines are sorted, and their
-    values keyed by repr so 8192 and "8192" stay distinct."""
+    values keyed by repr so 8192 and "8192" stay distinct.  `includes` are
+    the (path, text) of the files the source includes
+    (`tilec.compiler.source.dependencies`): editing one makes a new key."""
     import tilec  # at call time: tilec/__init__ may import this module
 
     blob = json.dumps(
         {
             "source": source,
+            "includes": [list(i) for i in includes],
             "defines": sorted((str(k), repr(v)) for k, v in defines.items()),
             "target": target,
             "tilec": tilec.__version__,

@@ -1,0 +1,379 @@
+"""Module-level `include`, conditional kernel parameters, and the GEMM
+epilogue built on them (examples/hopper/gemm_epilogue.tile): the syntax
+round-trips, every misuse is a located error, kernel.json holds only the
+present parameters, an edit to an included file is a new cache entry, the
+default epilogue adds nothing to the PTX, every configuration assembles,
+and hgemm_v7 with a bias, an activation and a residual computes
+act(alpha A B^T + bias) + R in the PTX simulator and (`gpu`) on an H100
+against torch."""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import wgmma_ptx_sim
+from tilec.compiler.diagnostics import TilecError
+from tilec.compiler.printer import print_module
+from tilec.grammar.parser import parse
+from tilec.pipeline import compile_source
+from tilec.runtime.assemble import assemble
+
+ROOT = Path(__file__).resolve().parent.parent
+HOPPER = ROOT / "examples" / "hopper"
+EPILOGUE_KERNELS = ("hgemm_v7", "gemm_split_k")
+
+
+def write(directory: Path, files: dict) -> None:
+    for name, text in files.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def compile_file(path: Path, **defines):
+    return compile_source(path.read_text(), str(path), defines=defines)
+
+
+def error_of(path: Path, **defines) -> TilecError:
+    with pytest.raises(TilecError) as info:
+        compile_file(path, **defines)
+    assert info.value.span is not None, info.value
+    return info.value
+
+
+# --------------------------------------------------------------------------
+# Syntax
+# --------------------------------------------------------------------------
+
+CANONICAL = """target sm_90a
+
+include "lib/epi.tile"
+include "../shared.tile"
+
+const N = 64
+
+kernel k(A: f32[N], bias: f32[N] if HAS_BIAS, n: i32 if not HAS_BIAS and N > 8, L: f16[8] layout (S[8] if X else S[8 : 1]) if Y):
+    pass
+"""
+
+
+def test_include_lines_and_conditional_parameters_round_trip():
+    module = parse(CANONICAL, "k.tile")
+    assert [i.path for i in module.includes] == ["lib/epi.tile", "../shared.tile"]
+    assert [p.cond is not None for p in module.kernels[0].params] == [False, True, True, True]
+    assert print_module(module) == CANONICAL
+    assert parse(print_module(module), "k.tile") == module
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('const X = 1\ninclude "a.tile"\n', "'include' lines come before consts"),
+        ('kernel k():\n    pass\ninclude "a.tile"\n', "'include' lines come before consts"),
+        ("include a.tile\n", "expected a string"),
+        ('kernel k():\n    include = 1\n', "'include' is a reserved word"),
+    ],
+)
+def test_misplaced_include_lines_are_syntax_errors(text, message):
+    with pytest.raises(TilecError, match=message) as info:
+        parse(text, "k.tile")
+    assert info.value.span is not None
+
+
+# --------------------------------------------------------------------------
+# Including files
+# --------------------------------------------------------------------------
+
+KERNEL = """target sm_90a
+include "lib/b.tile"
+const N = X + 1
+kernel k(A: f32[N]):
+    cta_id([1])
+    t = thread_id([32])
+    put(t)
+"""
+
+
+def test_an_include_brings_consts_and_helpers_relative_to_the_including_file(tmp_path):
+    write(tmp_path, {
+        "a.tile": KERNEL,
+        "lib/b.tile": 'include "c.tile"\nconst X = Y * 2\ninline def put(t):\n    if t < N:\n        A[t] = 1.0\n',
+        "lib/c.tile": "const Y = 3\n",
+    })
+    result = compile_file(tmp_path / "a.tile", Y=5)  # -D reaches an included const
+    assert result.meta["kernels"][0]["params"][0]["shape"] == [11]
+    expanded = compile_source(KERNEL, str(tmp_path / "a.tile"), options=_stop("parse")).module
+    assert expanded.includes == ()
+    assert [c.name for c in expanded.consts] == ["Y", "X", "N"]  # included first, depth first
+    assert expanded.helpers[0].span.file == str(tmp_path / "lib" / "b.tile")
+    assert parse(print_module(expanded), "x.tile") == expanded  # the parse pass's IR round-trips
+
+
+def test_a_file_reached_twice_is_included_once(tmp_path):
+    write(tmp_path, {
+        "a.tile": 'include "b.tile"\ninclude "c.tile"\nconst N = X + Z\nkernel k(A: f32[N]):\n    pass\n',
+        "b.tile": 'include "d.tile"\nconst X = D\n',
+        "c.tile": 'include "./d.tile"\nconst Z = D\n',
+        "d.tile": "const D = 4\n",
+    })
+    assert compile_file(tmp_path / "a.tile").meta["kernels"][0]["params"][0]["shape"] == [8]
+
+
+def _stop(name):
+    from tilec.compiler.passmanager import Options
+
+    return Options(stop_after=name)
+
+
+@pytest.mark.parametrize(
+    "files, where, message",
+    [
+        ({"lib/b.tile": 'include "c.tile"\n', "lib/c.tile": 'include "b.tile"\n'},
+         ("lib/c.tile", 1, 9), "makes a cycle: "),
+        ({"lib/b.tile": 'include "../a.tile"\n'}, ("lib/b.tile", 1, 9), "makes a cycle"),
+        ({"lib/b.tile": 'include "nothing.tile"\n'}, ("lib/b.tile", 1, 9), "cannot read"),
+        ({"lib/b.tile": 'include "/etc/x.tile"\n'}, ("lib/b.tile", 1, 9), "relative to the including file"),
+        ({"lib/b.tile": 'include "c.txt"\n'}, ("lib/b.tile", 1, 9), "names a .tile file"),
+        ({"lib/b.tile": 'include "c\\\\d.tile"\n'}, ("lib/b.tile", 1, 9), "with '/' between directories"),
+        ({"lib/b.tile": "target sm_90a\n"}, ("a.tile", 2, 9), "has a 'target' line"),
+        ({"lib/b.tile": "const X = 1\nkernel z():\n    pass\n"}, ("lib/b.tile", 2, 1), "kernel 'z' is in an included"),
+        ({"lib/b.tile": "const X = (\n"}, ("lib/b.tile", 1, 12), "never closed"),
+        ({"lib/b.tile": "const X = 1\nconst N = 2\n"}, ("a.tile", 3, 1), "const 'N' is defined twice"),
+        ({"lib/b.tile": "const X = 1\ninline def put(t):\n    A[t] = Q\n"}, ("lib/b.tile", 3, 12), "'Q'"),
+    ],
+)
+def test_include_mistakes_are_located(tmp_path, files, where, message):
+    write(tmp_path, {"a.tile": KERNEL, **files})
+    err = error_of(tmp_path / "a.tile")
+    assert message in err.message
+    file, line, col = where
+    assert (err.span.file, err.span.line, err.span.col) == (str(tmp_path / file), line, col)
+
+
+def test_an_error_in_an_included_file_notes_the_include_lines(tmp_path):
+    write(tmp_path, {"a.tile": KERNEL, "lib/b.tile": 'include "c.tile"\n', "lib/c.tile": "const X = (\n"})
+    err = error_of(tmp_path / "a.tile")
+    assert err.notes == (f"included from {tmp_path / 'lib' / 'b.tile'}:1:9", f"included from {tmp_path / 'a.tile'}:2:9")
+    assert "const X = (" in err.render()  # the included file's line under the message
+
+
+def test_a_program_that_is_not_a_file_cannot_include():
+    with pytest.raises(TilecError, match="<string> is not a file") as info:
+        compile_source('include "b.tile"\nkernel k():\n    pass\n')
+    assert (info.value.span.line, info.value.span.col) == (1, 9)
+
+
+def test_editing_an_included_file_is_a_new_cache_entry(tmp_path, monkeypatch):
+    import tilec
+
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path / "cache"))
+    write(tmp_path, {"a.tile": KERNEL, "lib/b.tile": "const X = 1\ninline def put(t):\n    A[t] = 1.0\n"})
+    first = tilec.compile(tmp_path / "a.tile")
+    assert first.meta["kernels"][0]["params"][0]["shape"] == [2]
+    write(tmp_path, {"lib/b.tile": "const X = 3\ninline def put(t):\n    A[t] = 1.0\n"})
+    assert tilec.compile(tmp_path / "a.tile").meta["kernels"][0]["params"][0]["shape"] == [4]
+
+
+# --------------------------------------------------------------------------
+# Conditional parameters
+# --------------------------------------------------------------------------
+
+COND = """target sm_90a
+const HAS_BIAS = False
+const N = 64
+kernel k(A: f32[N], bias: f32[N] if HAS_BIAS, n: i32 if not HAS_BIAS):
+    cta_id([1])
+    t = thread_id([N])
+    if HAS_BIAS:
+        A[t] = A[t] + bias[t]
+    else:
+        A[t] = A[t] + convert(n, f32)
+"""
+
+
+def params(result):
+    return [(p["name"], p["kind"]) for p in result.meta["kernels"][0]["params"]]
+
+
+def test_only_the_present_parameters_reach_kernel_json_and_the_ptx():
+    absent = compile_source(COND, "k.tile")
+    assert params(absent) == [("A", "buffer"), ("n", "scalar")]
+    assert ".param .u64 A,\n\t.param .s32 n\n)" in absent.ptx
+    present = compile_source(COND, "k.tile", defines={"HAS_BIAS": True})
+    assert params(present) == [("A", "buffer"), ("bias", "buffer")]
+    for r in (absent, present):
+        assemble(r.ptx, "sm_90a")
+
+
+def test_a_decided_parameter_prints_as_an_ordinary_one():
+    module = compile_source(COND, "k.tile", defines={"HAS_BIAS": True}, options=_stop("fold-constants")).module
+    assert "kernel k(A: f32[64], bias: f32[64]):" in print_module(module).splitlines()
+
+
+@pytest.mark.parametrize(
+    "old, new, where, message",
+    [
+        ("    if HAS_BIAS:\n", "    if True:\n", (8, 23), "parameter 'bias' is absent: its condition (at k.tile:4:37) is False"),
+        ("if not HAS_BIAS)", "if n > 1)", (4, 57), "'n' is not a const"),
+        ("if not HAS_BIAS)", "if MISSING)", (4, 57), "'MISSING' is not a const"),
+        ("if not HAS_BIAS)", "if 3)", (4, 57), "must fold to True or False, got 3"),
+    ],
+)
+def test_conditional_parameter_mistakes_are_located(old, new, where, message):
+    with pytest.raises(TilecError) as info:
+        compile_source(COND.replace(old, new), "k.tile")
+    assert message in info.value.message
+    assert (info.value.span.line, info.value.span.col) == where
+
+
+def test_exclusive_declarations_of_one_name():
+    text = COND.replace("n: i32 if not HAS_BIAS", "n: i32 if not HAS_BIAS, n: u32 if HAS_BIAS").replace(
+        "A[t] + bias[t]", "A[t] + bias[t] + convert(n, f32)")
+    assert params(compile_source(text, "k.tile", defines={"HAS_BIAS": True}))[-1] == ("n", "scalar")
+    both = text.replace("n: u32 if HAS_BIAS", "n: u32 if True")
+    with pytest.raises(TilecError, match="'n'"):
+        compile_source(both, "k.tile")
+
+
+# --------------------------------------------------------------------------
+# The GEMM epilogue
+# --------------------------------------------------------------------------
+
+CONFIGS = [
+    {"HAS_BIAS": True},
+    {"HAS_RESIDUAL": True},
+    {"ALPHA": 0.5},
+    {"ACT": "ACT_RELU"},
+    {"ACT": "ACT_GELU"},
+    {"ACT": "ACT_SILU"},
+    {"HAS_BIAS": True, "ACT": "ACT_GELU", "HAS_RESIDUAL": True, "ALPHA": 2},
+]
+INSTRUCTION = {"ACT_RELU": "max.f32", "ACT_GELU": "tanh.approx.f32", "ACT_SILU": "ex2.approx.ftz.f32"}
+
+
+def build(name, **defines):
+    return compile_file(HOPPER / f"{name}.tile", **defines)
+
+
+@pytest.mark.parametrize("name", EPILOGUE_KERNELS)
+def test_the_default_epilogue_adds_nothing(name):
+    """The kernel as it is and the same kernel with its epilogue call
+    deleted give the same PTX to the byte (checked against the kernels
+    before the epilogue existed when it was written: same bytes)."""
+    path = HOPPER / f"{name}.tile"
+    text = path.read_text()
+    call = next(line for line in text.splitlines(keepends=True) if line.strip().startswith("epilogue("))
+    without = compile_source(text.replace(call, ""), str(path))
+    assert build(name).ptx == without.ptx
+    assert [p for p, _ in params(without)] == [p for p, _ in params(build(name))]
+    assert "bias" not in params(without) and "R" not in [p for p, _ in params(without)]
+
+
+@pytest.mark.parametrize("name", EPILOGUE_KERNELS)
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_every_configuration_assembles(name, config):
+    r = build(name, **config)
+    assemble(r.ptx, "sm_90a")  # no ptxas warning either
+    names = [p for p, _ in params(r)]
+    assert ("bias" in names) == config.get("HAS_BIAS", False)
+    assert ("R" in names) == config.get("HAS_RESIDUAL", False)
+    if "ACT" in config:
+        assert INSTRUCTION[config["ACT"]] in r.ptx
+
+
+@pytest.mark.parametrize(
+    "defines, message",
+    [
+        ({"ACT": 7}, "ACT must be ACT_NONE, ACT_RELU, ACT_GELU or ACT_SILU"),
+        ({"HAS_BIAS": True, "N": 4000}, "M and N must be multiples of the tile"),
+    ],
+)
+def test_unsupported_epilogues_are_compile_errors(defines, message):
+    with pytest.raises(TilecError, match=message) as info:
+        build("hgemm_v7", **defines)
+    assert info.value.span is not None
+
+
+ACTIVATIONS = {
+    "ACT_NONE": lambda x: x,
+    "ACT_RELU": lambda x: np.maximum(x, 0),
+    "ACT_GELU": lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+    "ACT_SILU": lambda x: x / (1 + np.exp(-x)),
+}
+
+
+def reference(A, B, bias, R, alpha, act):
+    acc = alpha * (A.astype(np.float64) @ B.astype(np.float64).T)
+    return ACTIVATIONS[act](acc + bias.astype(np.float64)) + R.astype(np.float64)
+
+
+def operands(m, n, k, seed=0):
+    rng = np.random.default_rng(seed)
+    A = rng.standard_normal((m, k)).astype(np.float16)
+    B = (rng.standard_normal((n, k)) / np.sqrt(k)).astype(np.float16)
+    bias = rng.standard_normal(n).astype(np.float16)
+    R = rng.standard_normal((m, n)).astype(np.float16)
+    return A, B, bias, R
+
+
+def relative_error(d, ref) -> float:
+    d = d.astype(np.float64)
+    if np.isnan(d).any():
+        return float("inf")
+    return float(np.linalg.norm(d - ref) / np.linalg.norm(ref))
+
+
+def test_v7_epilogue_in_the_simulator():
+    """One 128 x 256 tile (two consumers, all four column stores) with a
+    scale, a bias, GELU and a residual."""
+    m, n, k = 128, 256, 128
+    A, B, bias, R = operands(m, n, k)
+    r = build("hgemm_v7", M=m, N=n, K=k, SM_COUNT=1, ALPHA=0.5, HAS_BIAS=True, ACT="ACT_GELU", HAS_RESIDUAL=True)
+    D = np.full((m, n), np.nan, np.float16)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "bias": bias, "R": R})
+    assert relative_error(D, reference(A, B, bias, R, 0.5, "ACT_GELU")) < 2e-3
+
+
+@pytest.fixture
+def cuda():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability(0) != (9, 0):
+        pytest.skip("the sm_90a kernels need an H100 (compute capability 9.0)")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("act", ["ACT_RELU", "ACT_GELU", "ACT_SILU"])
+@pytest.mark.parametrize("name", EPILOGUE_KERNELS)
+def test_epilogue_matches_torch_on_the_gpu(cuda, name, act):
+    """D = act(alpha A B^T + bias) + R at 1024 x 2048 x 512 against torch's
+    f32 computation of the same."""
+    torch = cuda
+    m, n, k = 1024, 2048, 512
+    defines = dict(M=m, N=n, K=k, ALPHA=0.5, HAS_BIAS=True, ACT=act, HAS_RESIDUAL=True,
+                   SM_COUNT=torch.cuda.get_device_properties(0).multi_processor_count)
+    r = build(name, **defines)
+    from tilec.runtime.module import CompiledModule
+
+    kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
+    g = torch.Generator(device="cuda").manual_seed(1)
+    A = torch.randn(m, k, device="cuda", generator=g).half()
+    B = (torch.randn(n, k, device="cuda", generator=g) / k**0.5).half()
+    bias = torch.randn(n, device="cuda", generator=g).half()
+    R = torch.randn(m, n, device="cuda", generator=g).half()
+    D = torch.full((m, n), float("nan"), device="cuda", dtype=torch.half)
+    if name == "gemm_split_k":
+        tm, tn = m // 128, n // 256
+        W = torch.empty(2, tm * 128, tn * 256, device="cuda")
+        C = torch.zeros(tm * tn * 2, dtype=torch.int32, device="cuda")
+        kernel(A, B, D, W, C, bias, R)
+    else:
+        kernel(A, B, D, bias, R)
+    torch.cuda.synchronize()
+    x = 0.5 * (A.float() @ B.float().T) + bias.float()
+    act_fn = {"ACT_RELU": torch.relu, "ACT_GELU": lambda v: torch.nn.functional.gelu(v, approximate="tanh"),
+              "ACT_SILU": torch.nn.functional.silu}[act]
+    ref = act_fn(x) + R.float()
+    assert not torch.isnan(D).any()
+    err = ((D.float() - ref).norm() / ref.norm()).item()
+    assert err < 2e-3, err
