@@ -1,0 +1,95 @@
+"""What the GEMM epilogue (examples/hopper/gemm_epilogue.tile) costs:
+hgemm_v7 without one, and with each of its steps and all of them, in one
+run on one device.  A benchmark, not a test.
+
+    python3 bench/epilogue.py [--size 4096] [--runs 50]
+
+(tilec installed; else PYTHONPATH=. from the repo root.)  D = act(A B^T +
+bias) + R at M = N = K = size, f16, each variant compiled with its -D
+values and SM_COUNT = the device's SMs.  Before timing, each variant
+writes a NaN-poisoned D from fresh random inputs, which must be within
+2e-3 relative Frobenius error of torch's f32 computation of the same.
+Times are CUDA-event medians over the runs after a warm-up, each launch
+queued behind a GPU sleep (bench/tma_copy.py), so launch cost is not
+measured.  The last row is torch (cuBLAS matmul, then its own bias, GELU
+and residual kernels) for reference.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+
+from tilec.pipeline import compile_source
+from tilec.runtime.module import CompiledModule
+from tma_copy import median_ms
+
+SOURCE = Path(__file__).resolve().parent.parent / "examples" / "hopper" / "hgemm_v7.tile"
+VARIANTS = {
+    "none": {},
+    "bias": {"HAS_BIAS": True},
+    "gelu": {"ACT": "ACT_GELU"},
+    "residual": {"HAS_RESIDUAL": True},
+    "bias+gelu+residual": {"HAS_BIAS": True, "ACT": "ACT_GELU", "HAS_RESIDUAL": True},
+}
+MAX_ERROR = 2e-3
+
+
+def reference(A, B, bias, R, config) -> torch.Tensor:
+    x = A.float() @ B.float().T
+    if config.get("HAS_BIAS"):
+        x = x + bias.float()
+    if config.get("ACT") == "ACT_GELU":
+        x = torch.nn.functional.gelu(x, approximate="tanh")
+    if config.get("HAS_RESIDUAL"):
+        x = x + R.float()
+    return x
+
+
+def inputs(size):
+    A = torch.randn(size, size, device="cuda").half()
+    B = (torch.randn(size, size, device="cuda") / size**0.5).half()
+    bias = torch.randn(size, device="cuda").half()
+    R = torch.randn(size, size, device="cuda").half()
+    return A, B, bias, R
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--warmup", type=int, default=5)
+    args = parser.parse_args()
+    size = args.size
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"{torch.cuda.get_device_name(0)}; hgemm_v7 f16 {size}^3, SM_COUNT {sms}; median of {args.runs} runs")
+    print(f"{'epilogue':<20}{'ms':>9}{'TFLOP/s':>9}{'vs none':>9}{'error':>10}")
+    flop = 2.0 * size**3
+    base = None
+    for name, config in VARIANTS.items():
+        defines = {"M": size, "N": size, "K": size, "SM_COUNT": sms, **config}
+        r = compile_source(SOURCE.read_text(), str(SOURCE), target="sm_90a", defines=defines)
+        kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
+        A, B, bias, R = inputs(size)
+        D = torch.full((size, size), float("nan"), device="cuda", dtype=torch.half)
+        extra = ([bias] if config.get("HAS_BIAS") else []) + ([R] if config.get("HAS_RESIDUAL") else [])
+        kernel(A, B, D, *extra)
+        ref = reference(A, B, bias, R, config)
+        err = float("inf") if torch.isnan(D).any() else ((D.float() - ref).norm() / ref.norm()).item()
+        if err > MAX_ERROR:
+            raise SystemExit(f"{name}: relative error {err:.1e} > {MAX_ERROR}")
+        ms = median_ms(lambda: kernel(A, B, D, *extra), args.runs, args.warmup)
+        base = base or ms
+        print(f"{name:<20}{ms:>9.3f}{flop / ms / 1e9:>9.1f}{base / ms:>9.3f}{err:>10.1e}")
+    A, B, bias, R = inputs(size)
+
+    def torch_epilogue():
+        return torch.nn.functional.gelu(torch.addmm(bias, A, B.T), approximate="tanh") + R
+
+    ms = median_ms(torch_epilogue, args.runs, args.warmup)
+    print(f"{'torch b+g+r':<20}{ms:>9.3f}{flop / ms / 1e9:>9.1f}{base / ms:>9.3f}{'':>10}")
+
+
+if __name__ == "__main__":
+    main()
