@@ -353,6 +353,9 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
         r = num(ops[1], tt) * num(ops[2], tt) + num(ops[3], "s64" if parts[1] == "wide" else tt)
         put(ops[0], r, "s64" if parts[1] == "wide" else tt)
         return
+    if name == "mul" and parts[1] == "hi":  # mul.hi: the high half of the double-width product
+        put(ops[0], (num(ops[1]) * num(ops[2])) >> _WIDTH[t])
+        return
     if name == "elect":
         regs[ops[0].split("|")[1]] = special["%laneid"] == 0
         return

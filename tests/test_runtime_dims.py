@@ -291,9 +291,17 @@ def test_one_hgemm_compile_computes_a_ragged_tile():
     entry = result.meta["kernels"][0]
     assert [t["dims"] for t in entry["tensormaps"]] == [["K", "M"], ["K", "N"], ["N", "M"]]
     assert entry["grid"] == [["sm_count"], 1, 1]  # one persistent CTA per SM of the device
-    assert entry["params"][-1] == {"name": "__sm_count", "kind": "device", "dtype": "i32", "value": ["sm_count"]}
+    device = [p for p in entry["params"] if p["kind"] == "device"]
+    assert device[0] == {"name": "__sm_count", "kind": "device", "dtype": "i32", "value": ["sm_count"]}
+    # the scheduler's two divisors (tiles per group, rows of the last group): magic numbers at launch
+    assert [(p["name"], p["value"][0]) for p in device[1:]] == [
+        ("__div0_mul", "magic_mul"), ("__div0_shift", "magic_shift"),
+        ("__div1_mul", "magic_mul"), ("__div1_shift", "magic_shift"),
+    ]
     m, n, k = 130, 256, 72
     env = {"M": m, "N": n, "K": k}
+    hidden = runtime_dims.device_values(entry["params"], {**env, runtime_dims.SM_COUNT: 2})
+    assert hidden["__sm_count"] == 2
     grid = kernel_grid(entry["grid"], {**env, runtime_dims.SM_COUNT: 2})
     assert grid == (2, 1, 1)
     maps = [runtime_dims.tensormap_for(t, env) for t in entry["tensormaps"]]
@@ -301,7 +309,7 @@ def test_one_hgemm_compile_computes_a_ragged_tile():
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((m, k)).astype(np.float16), rng.standard_normal((n, k)).astype(np.float16)
     d = np.full((m, n), np.nan, np.float16)
-    wgmma_ptx_sim.run(result.ptx, meta, {"A": a, "B": b, "D": d, "__sm_count": 2, **env}, ctas=[(1, 0, 0)])
+    wgmma_ptx_sim.run(result.ptx, meta, {"A": a, "B": b, "D": d, **hidden, **env}, ctas=[(1, 0, 0)])
     ref = a[128:].astype(np.float64) @ b.astype(np.float64).T
     assert np.linalg.norm(d[128:].astype(np.float64) - ref) / np.linalg.norm(ref) < 1e-3
     assert np.isnan(d[:128].astype(np.float32)).all()  # the first tile is the other CTA's

@@ -1,6 +1,8 @@
 """persistent_scheduler_2d and its lowering to scalars (lower-scheduler):
 the tiles each CTA visits, simulated from the emitted PTX, against the
 L2-grouped order written out by hand; and the mistakes it reports."""
+import re
+
 import numpy as np
 import pytest
 
@@ -95,3 +97,66 @@ def test_mistakes(old, new, message):
     with pytest.raises(TilecError, match=message) as err:
         compile_source(WALK.replace(old, new, 1), "walk.tile", options=Options(stop_after="lower-scheduler"))
     assert err.value.span is not None
+
+
+# The same walk with runtime tile counts: M and N are extents of the unused
+# buffer S.  A buffer with runtime extents has fewer than 2**31 elements, so
+# with M >= 1 assumed, N < 2**31 / 16 and G * max(N, 1) (the tiles per
+# group) is provably an i32: a uniform divisor.
+WALK_RUNTIME = """
+target sm_90a
+const G = 2
+const P = 4
+
+kernel walk(T: i32[P, R, 2], S: i32[M, N, 16]):
+    assume(M >= 1)
+    bx = cta_id([P])
+    thread_id([1])
+    ts = persistent_scheduler_2d(num_m_tiles=M, num_n_tiles=N, l2_group_size=G, num_clusters=P)
+    ts.init(bx)
+    i: i32 = 0
+    while ts.valid():
+        T[bx, i, 0] = ts.m_idx
+        T[bx, i, 1] = ts.n_idx
+        i += 1
+        ts.next_tile()
+"""
+
+
+def walk_runtime(result, nm, nn, p):
+    from tilec.runtime import dims as runtime_dims
+
+    entry = result.meta["kernels"][0]
+    r = -(-nm * nn // p)
+    T = np.full((p, max(r, 1), 2), -1, np.int32)
+    env = {"M": nm, "N": nn, "R": max(r, 1)}
+    hidden = runtime_dims.device_values(entry["params"], env)
+    S = np.zeros((nm, nn, 16), np.int32)
+    Kernel(result.ptx, "walk").run({"T": T, "S": S, **env, **hidden}, grid=(p, 1, 1))
+    return [[tuple(int(v) for v in t) for t in cta if t[0] >= 0] for cta in T]
+
+
+@pytest.mark.parametrize("g", [2, 3])
+def test_runtime_tile_counts_walk_as_the_constant_ones(g):
+    """One compile per group size, every shape: the same tiles in the same
+    order as a compile with those counts as constants; the decode divides
+    with magic numbers (no div.s32 or rem.s32 by a register)."""
+    result = compile_source(WALK_RUNTIME.replace("const G = 2", f"const G = {g}"), "walk.tile")
+    assemble(result.ptx, "sm_90a")
+    assert not re.search(r"(?:div|rem)\.s32 %r\d+, %r\d+, %r\d+;", result.ptx)
+    assert [p["value"][0] for p in result.meta["kernels"][0]["params"] if p["kind"] == "device"] == [
+        "magic_mul", "magic_shift", "magic_mul", "magic_shift",
+    ]
+    for nm, nn in ((5, 3), (1, 1), (2, 7), (4, 4), (7, 2), (3, 1), (9, 5)):
+        assert walk_runtime(result, nm, nn, 4) == walk(NM=nm, NN=nn, G=g, P=4), (nm, nn)
+    assert walk_runtime(result, 3, 0, 4) == [[]] * 4  # no N-tiles: no tile (the divisor is max(N, 1))
+
+
+def test_runtime_counts_are_computed_once():
+    module = compile_source(WALK_RUNTIME, "walk.tile", options=Options(stop_after="lower-scheduler")).module
+    text = print_module(module)
+    for line in ("ts_num_tiles = M * N", "ts_per_group = 2 * max(N, 1)", "ts_num_m_tiles = M",
+                 "while ts_tile < ts_num_tiles:", "ts_group = ts_tile // (2 * max(N, 1))",
+                 "ts_within = ts_tile - ts_group * ts_per_group",
+                 "ts_n_idx = ts_within // 2 if ts_rows == 2 else ts_within // ((M - 1) % 2 + 1)"):
+        assert line in text, line

@@ -16,6 +16,16 @@ kernel.json carries what a host needs to launch without Python: the dims
 (which parameter axis binds each), the assumptions, and the grid, each
 expression written as a small JSON tree (`to_json`): an int, a dim name,
 or `[op, operand, ...]`.  docs/python.md documents the format.
+
+A division or remainder by a value the launch knows (a *uniform divisor*:
+arithmetic on runtime extents and `sm_count()`, such as a scheduler's
+`8 * ((N + 255) // 256)` tiles per group) would be an `div.s32` of some
+twenty instructions on the GPU, each time it runs.  When the divisor is
+provably in [1, 2**31 - 1] (`bounds`, from the extents' ranges and the
+assumptions), the kernel instead takes two hidden parameters per divisor,
+a multiplier and a shift computed at launch (`tilec/runtime/dims.py`,
+`magic`), and divides with a multiply-high, an add and a shift
+(`uniform_divisors`).
 """
 from __future__ import annotations
 
@@ -32,6 +42,10 @@ from tilec.compiler.printer import print_expr
 ASSUME = "assume"
 SM_COUNT = "sm_count"  # sm_count(): the device's SM count, read at launch
 SM_COUNT_PARAM = "__sm_count"  # its hidden entry parameter
+MAGIC_MUL = "magic_mul"  # kernel.json ops: a uniform divisor's multiplier and shift (docs/python.md)
+MAGIC_SHIFT = "magic_shift"
+I32_MIN, I32_MAX = -(2**31), 2**31 - 1  # a dim, sm_count() and every value computed from them is an i32
+MAX_ELEMENTS = 2**31  # a buffer with runtime extents holds fewer elements (checked at launch: 32-bit indexing)
 ARITH = ("+", "-", "*", "//", "%")
 COMPARE = ("==", "!=", "<", "<=", ">", ">=")
 LOGIC = ("and", "or")
@@ -213,3 +227,180 @@ def read_back(value: int, proxy: Dict[str, int], divisors: Dict[str, int]) -> ir
 def substitute(e: ir.Expr, env: Dict[str, int]) -> ir.Expr:
     """`e` with the extents in `env` replaced by their values, folded."""
     return fold_expr(visit.transform(e, lambda n: ir.Int(env[n.id]) if isinstance(n, ir.Name) and n.id in env else n))
+
+
+# --------------------------------------------------------------------------
+# Uniform divisors: division by launch-time values without div.s32
+# --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class UniformDivisor:
+    """A divisor the launch knows and that is proven to be in [1, 2**31 - 1]:
+    the kernel reads its magic multiplier and shift from two hidden `.u32`
+    parameters (`mul_param`, `shift_param`; kernel.json `device` entries)."""
+
+    expr: ir.Expr
+    index: int  # in order of first use in the kernel
+
+    @property
+    def mul_param(self) -> str:
+        return f"__div{self.index}_mul"
+
+    @property
+    def shift_param(self) -> str:
+        return f"__div{self.index}_shift"
+
+
+def divisor_key(e: ir.Expr) -> str:
+    """The text that identifies a divisor expression (equal expressions share
+    one pair of hidden parameters)."""
+    return print_expr(e)
+
+
+def uniform_divisors(kernel: ir.Kernel, dims, assumes) -> Dict[str, UniformDivisor]:
+    """Every right operand of `//` and `%` (and `//=`, `%=`) in `kernel` that
+    is arithmetic on runtime extents and `sm_count()` (not a constant) and
+    that `bounds` proves to be in [1, 2**31 - 1] for every launch the
+    assumptions allow, keyed by `divisor_key`.  Whether a division uses one
+    is the emitter's choice (it does for i32 operands)."""
+    if not dims and not _reads_sm_count(kernel):
+        return {}
+    shapes = [
+        tuple(e.value if isinstance(e, ir.Int) else e.id for e in p.shape)
+        for p in kernel.params
+        if p.shape is not None and all(isinstance(e, (ir.Int, ir.Name)) for e in p.shape)
+    ]
+    facts = bound_facts([cond for cond, _ in assumes], shapes)
+    found: Dict[str, UniformDivisor] = {}
+    for node in visit.walk(kernel):
+        if isinstance(node, ir.Binary) and node.op in ("//", "%"):
+            divisor = node.rhs
+        elif isinstance(node, ir.AugAssign) and node.op in ("//", "%"):
+            divisor = node.value
+        else:
+            continue
+        if isinstance(divisor, ir.Int):
+            continue
+        key = divisor_key(divisor)
+        if key in found or not _is_dim_expr(divisor, dims):
+            continue
+        b = bounds(divisor, dims, facts)
+        if b is not None and b[0] >= 1:
+            found[key] = UniformDivisor(divisor, len(found))
+    return found
+
+
+def _reads_sm_count(kernel: ir.Kernel) -> bool:
+    return any(isinstance(n, ir.Call) and n.func == SM_COUNT for n in visit.walk(kernel))
+
+
+def _is_dim_expr(e: ir.Expr, dims) -> bool:
+    try:
+        check_dim_expr(e, dims, "a divisor")
+    except TilecError:
+        return False
+    return True
+
+
+def bound_facts(conds, shapes=()) -> Dict[str, Tuple[int, int]]:
+    """The range each dim is confined to by what the launch checks: the
+    conjuncts `NAME op c` (op one of `>= > <= < ==`, either way round) of
+    the assumption conditions, the [0, 2**31 - 1] every extent has, and
+    the fewer than 2**31 elements of each buffer with runtime extents
+    (`shapes`: ints and dim names; `N` of `B: f16[N, K]` is below
+    2**31 / 64 when K >= 64 is assumed)."""
+    facts: Dict[str, Tuple[int, int]] = {}
+
+    def add(name, lo, hi):
+        have_lo, have_hi = facts.get(name, (0, I32_MAX))
+        facts[name] = (max(have_lo, lo), min(have_hi, hi))
+
+    def visit_cond(c):
+        if isinstance(c, ir.Binary) and c.op == "and":
+            visit_cond(c.lhs)
+            visit_cond(c.rhs)
+            return
+        if not isinstance(c, ir.Binary) or c.op not in ("==", "<", "<=", ">", ">="):
+            return
+        op, name, value = c.op, c.lhs, c.rhs
+        if isinstance(name, ir.Int) and isinstance(value, ir.Name):  # c <= NAME is NAME >= c
+            op, name, value = _MIRROR[op], value, name
+        if not isinstance(name, ir.Name) or not isinstance(value, ir.Int):
+            return
+        v = value.value
+        lo, hi = {"==": (v, v), "<": (I32_MIN, v - 1), "<=": (I32_MIN, v),
+                  ">": (v + 1, I32_MAX), ">=": (v, I32_MAX)}[op]  # fmt: skip
+        add(name.id, lo, hi)
+
+    for cond in conds:
+        visit_cond(cond)
+    for shape in shapes:
+        for axis, name in enumerate(shape):
+            if not isinstance(name, str):
+                continue
+            others = 1
+            for j, e in enumerate(shape):
+                if j != axis:
+                    others *= e if isinstance(e, int) else facts.get(e, (0, I32_MAX))[0]
+            if others > 0:
+                add(name, 0, (MAX_ELEMENTS - 1) // others)
+    return facts
+
+
+_MIRROR = {"==": "==", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def bounds(e: ir.Expr, dims, facts: Dict[str, Tuple[int, int]]) -> Optional[Tuple[int, int]]:
+    """An interval [lo, hi] holding every value the dim expression `e` takes
+    at a launch the assumptions (`facts`, from `bound_facts`) allow, or None
+    when no such interval within i32 is found (a possible division by a
+    range holding 0, or a value or intermediate beyond i32, where the
+    kernel's arithmetic would wrap).  Extents are in [0, 2**31 - 1] (the
+    launch refuses larger ones), `sm_count()` is at least 1."""
+    if isinstance(e, ir.Int):
+        r = (e.value, e.value)
+    elif isinstance(e, ir.Name):
+        r = facts.get(e.id, (0, I32_MAX)) if e.id in dims else None
+    elif isinstance(e, ir.Call) and e.func == SM_COUNT:
+        r = (1, I32_MAX)
+    elif isinstance(e, ir.Unary) and e.op == "-":
+        a = bounds(e.operand, dims, facts)
+        r = None if a is None else (-a[1], -a[0])
+    elif isinstance(e, ir.Call) and e.func in FUNCTIONS and len(e.args) == 2:
+        a, b = (bounds(x, dims, facts) for x in e.args)
+        if a is None or b is None:
+            return None
+        f = min if e.func == "min" else max
+        r = (f(a[0], b[0]), f(a[1], b[1]))
+    elif isinstance(e, ir.Binary) and e.op in ARITH:
+        a, b = bounds(e.lhs, dims, facts), bounds(e.rhs, dims, facts)
+        if a is None or b is None:
+            return None
+        r = _interval(e.op, a, b)
+    else:
+        return None
+    if r is None or r[0] < I32_MIN or r[1] > I32_MAX:
+        return None
+    return r
+
+
+def _interval(op: str, a, b) -> Optional[Tuple[int, int]]:
+    if op == "+":
+        return a[0] + b[0], a[1] + b[1]
+    if op == "-":
+        return a[0] - b[1], a[1] - b[0]
+    if op == "*":
+        corners = [x * y for x in a for y in b]
+        return min(corners), max(corners)
+    if b[0] <= 0 <= b[1]:
+        return None  # the divisor may be 0
+    if op == "//":  # monotonic in each operand for a divisor of one sign: the corners bound it
+        corners = [x // y for x in a for y in b]
+        return min(corners), max(corners)
+    # %: Python's remainder has the divisor's sign and is smaller in magnitude
+    if b[0] > 0:
+        if a[0] >= 0 and a[1] < b[0]:
+            return a
+        return 0, b[1] - 1
+    return b[0] + 1, 0

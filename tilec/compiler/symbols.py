@@ -217,6 +217,8 @@ class KernelSymbols:
     dims: Dict[str, Dim] = attrs.field(factory=dict)  # runtime extents, in order of appearance
     assumes: List[Tuple[ir.Expr, str]] = attrs.field(factory=list)  # (condition, message)
     uses_sm_count: bool = False  # some expression reads sm_count(): the kernel takes it as a hidden parameter
+    # divisors known at launch and proven positive: hidden magic-number parameters (runtime_dims.uniform_divisors)
+    divisors: Dict[str, "runtime_dims.UniformDivisor"] = attrs.field(factory=dict)
     runtime_indexed: set = attrs.field(factory=set)  # storage roots of local buffers indexed at run time somewhere
     pair_written: set = attrs.field(factory=set)  # storage roots of local buffers an intrinsic takes as f16x2 pairs
     _types: "_TypeOf" = attrs.field(
@@ -595,6 +597,7 @@ class _Analyzer:
             self.stmt(s)
         self.syms.launch = self.launch_config(k)
         self.syms.dynamic_smem = self.arena_end
+        self.syms.divisors = runtime_dims.uniform_divisors(k, self.syms.dims, self.syms.assumes)
 
     def param(self, p: ir.Param) -> None:
         lookup_dtype(p.dtype, p.span)

@@ -31,6 +31,13 @@ symbol analysis they share) sees plain scalars; the four arguments must fold
 to compile-time integers there, except that the tile counts may be
 arithmetic on runtime extents (`(M + 127) // 128` for `A: f16[M, K]`),
 and the CTA count `sm_count()`, computed in the kernel.
+
+With runtime tile counts the decode is on the path to a tile's first load,
+so it is written for speed: the counts the walk needs are computed once, at
+the declaration, and the two divisions are by kernel-uniform expressions of
+the extents -- tiles per group, and the rows of the last (short) group --
+which the emitter turns into a multiply-high by magic numbers the launch
+computes (`runtime_dims.uniform_divisors`); remainders are `a - q * d`.
 """
 from __future__ import annotations
 
@@ -80,9 +87,44 @@ class Scheduler:
     tile: str
     m_idx: str
     n_idx: str
+    names: NameGen = attrs.field(eq=False)  # fresh names for each runtime decode's values
+    # runtime tile counts: the scalars computed once at the declaration
+    counts: Dict[str, str] = attrs.field(factory=dict)
+
+    @property
+    def runtime(self) -> bool:
+        return not (isinstance(self.num_m_tiles, int) and isinstance(self.num_n_tiles, int))
 
     def num_tiles(self, span) -> ir.Expr:
+        if self.runtime:
+            return ir.Name(self.counts["num_tiles"], span=span)
         return fold_expr(ir.Binary("*", _value(self.num_m_tiles, span), _value(self.num_n_tiles, span), span=span))
+
+    def declare(self, span) -> List[ir.Stmt]:
+        """The scheduler's scalars, and with runtime tile counts the counts
+        the walk reads (`counts`): the tiles, the tiles per group and the
+        M-tiles."""
+        zero = ir.Int(0, span=span)
+        out = [ir.Assign((ir.Name(n, span=span),), zero, type="i32", span=span) for n in (self.tile, self.m_idx, self.n_idx)]
+        if self.runtime:
+            m, n = _value(self.num_m_tiles, span), _value(self.num_n_tiles, span)
+            values = {
+                "num_tiles": ir.Binary("*", m, n, span=span),
+                "per_group": self._per_group(span),
+                "num_m_tiles": m,
+            }
+            out += [ir.Assign((ir.Name(self.counts[k], span=span),), fold_expr(v), span=span) for k, v in values.items()]
+        return out
+
+    def _per_group(self, span) -> ir.Expr:
+        """Tiles per group, G * num_n_tiles: a uniform divisor.  A runtime
+        num_n_tiles is taken as at least 1, so that the divisor is provably
+        positive: with no N-tiles there is no tile, and the decode's values
+        are never used."""
+        n = self.num_n_tiles
+        if not isinstance(n, int):
+            n = ir.Call("max", (n, ir.Int(1, span=span)), span=span)
+        return fold_expr(ir.Binary("*", ir.Int(self.group, span=span), _value(n, span), span=span))
 
     def decode(self, span) -> List[ir.Stmt]:
         """Assignments of m_idx and n_idx from the linear tile index."""
@@ -94,6 +136,8 @@ class Scheduler:
         def lit(v):
             return _value(v, span)
 
+        if self.runtime:
+            return self._runtime_decode(tile, binary, lit, span)
         per_group = fold_expr(binary("*", lit(self.group), lit(self.num_n_tiles)))
         first_m = binary("*", binary("//", tile, per_group), lit(self.group))
         within = binary("%", tile, per_group)
@@ -104,6 +148,39 @@ class Scheduler:
         return [
             ir.Assign((ir.Name(self.m_idx, span=span),), binary("+", first_m, binary("%", within, rows)), span=span),
             ir.Assign((ir.Name(self.n_idx, span=span),), binary("//", within, rows), span=span),
+        ]
+
+    def _runtime_decode(self, tile, binary, lit, span) -> List[ir.Stmt]:
+        """The decode with runtime tile counts: group = tile // per_group,
+        within = tile - group * per_group; a group has G rows, or, the last
+        one, (num_m_tiles - 1) % G + 1 (in [1, G] for every count); n_idx =
+        within // rows, m_idx = first_m + within - n_idx * rows.  Both
+        divisors are uniform expressions of the extents (magic numbers at
+        launch) and are not evaluated in the kernel; the counts are the
+        scalars `declare` computed."""
+        name = self.names.fresh
+        group_id, first_m, within, rows = (
+            name(f"{self.name}_{k}") for k in ("group", "first_m", "within", "rows")
+        )
+
+        def var(n):
+            return ir.Name(n, span=span)
+
+        def let(n, value):
+            return ir.Assign((var(n),), value, span=span)
+
+        G = lit(self.group)
+        last_rows = fold_expr(binary("+", binary("%", binary("-", lit(self.num_m_tiles), lit(1)), G), lit(1)))
+        n_idx = ir.Select(
+            binary("==", var(rows), G), binary("//", var(within), G), binary("//", var(within), last_rows), span=span
+        )
+        return [
+            let(group_id, binary("//", tile, self._per_group(span))),
+            let(first_m, binary("*", var(group_id), G)),
+            let(within, binary("-", tile, binary("*", var(group_id), var(self.counts["per_group"])))),
+            let(rows, ir.Call("min", (binary("-", var(self.counts["num_m_tiles"]), var(first_m)), G), span=span)),
+            let(self.n_idx, n_idx),
+            let(self.m_idx, binary("+", var(first_m), binary("-", var(within), binary("*", var(self.n_idx), var(rows))))),
         ]
 
 
@@ -159,15 +236,21 @@ def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler
     if values["num_m_tiles"] * values["num_n_tiles"] >= 2**31:
         raise TilecError(f"{CONSTRUCTOR}: {values['num_m_tiles']} x {values['num_n_tiles']} tiles overflow i32", call.span)
     num_m_tiles = runtime.get("num_m_tiles", values["num_m_tiles"])
+    num_n_tiles = runtime.get("num_n_tiles", values["num_n_tiles"])
+    counts = {}
+    if not (isinstance(num_m_tiles, int) and isinstance(num_n_tiles, int)):
+        counts = {k: names.fresh(f"{name}_{k}") for k in ("num_tiles", "per_group", "num_m_tiles")}
     return Scheduler(
         name,
         num_m_tiles,
-        runtime.get("num_n_tiles", values["num_n_tiles"]),
+        num_n_tiles,
         values["l2_group_size"] if runtime else min(values["l2_group_size"], num_m_tiles),
         runtime.get("num_clusters", values["num_clusters"]),
         names.fresh(f"{name}_tile"),
         names.fresh(f"{name}_m_idx"),
         names.fresh(f"{name}_n_idx"),
+        names,
+        counts,
     )
 
 
@@ -195,12 +278,7 @@ class _Lowering:
 
     def stmt(self, s: ir.Stmt) -> List[ir.Stmt]:
         if isinstance(s, ir.Assign) and isinstance(s.value, ir.Call) and s.value.func == CONSTRUCTOR:
-            ts = self.schedulers[s.targets[0].id]
-            zero = ir.Int(0, span=s.span)
-            return [
-                ir.Assign((ir.Name(n, span=s.span),), zero, type="i32", span=s.span)
-                for n in (ts.tile, ts.m_idx, ts.n_idx)
-            ]
+            return self.schedulers[s.targets[0].id].declare(s.span)
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Method):
             ts = self._receiver(s.expr)
             if ts is not None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import operator
 
+from tilec.compiler.runtime_dims import I32_MAX, MAGIC_MUL, MAGIC_SHIFT, MAX_ELEMENTS
+
 _BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul,
     "//": operator.floordiv, "%": operator.mod,
@@ -16,11 +18,11 @@ _BINARY = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt,
     "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }  # fmt: skip
-MAX_DIM = 2**31 - 1  # a dim is an i32 in the kernel
-MAX_ELEMENTS = 2**31  # a buffer with runtime extents is indexed in 32 bits
+MAX_DIM = I32_MAX  # a dim is an i32 in the kernel; a buffer with runtime extents has < MAX_ELEMENTS elements
 
 
 SM_COUNT = "sm_count()"  # the device's SM count in an `env` (no dim name has parentheses)
+MAGIC_OPS = (MAGIC_MUL, MAGIC_SHIFT)  # a uniform divisor's hidden parameters (`magic`)
 
 
 class DimError(ValueError):
@@ -54,6 +56,11 @@ def evaluate(tree, env: dict) -> int:
         return int(not evaluate(args[0], env))
     if op == "neg" and len(args) == 1:
         return -evaluate(args[0], env)
+    if op in MAGIC_OPS and len(args) == 1:
+        d = evaluate(args[0], env)
+        if not 1 <= d <= MAX_DIM:
+            raise DimError(f"the divisor {show(args[0])} is {d}, outside [1, {MAX_DIM}]")
+        return magic(d)[MAGIC_OPS.index(op)]
     fn = _BINARY.get(op)
     if fn is None or len(args) != 2:
         raise DimError(f"{tree!r} is not an expression")
@@ -61,6 +68,28 @@ def evaluate(tree, env: dict) -> int:
     if op in ("//", "%") and b == 0:
         raise DimError(f"{show(tree)} divides by zero")
     return int(fn(a, b))
+
+
+def magic(d: int) -> tuple[int, int]:
+    """The multiplier and shift that divide by `d` (1 <= d <= 2**31 - 1)
+    without a division instruction: for every 0 <= u < 2**31,
+
+        u // d == (umulhi(u, mul) + u) >> shift
+
+    in 32-bit unsigned arithmetic (umulhi: the high 32 bits of the 64-bit
+    product; the sum stays below 2**32 because umulhi(u, mul) <= u).  With
+    shift = ceil(log2(d)) and mul = floor(2**32 * (2**shift - d) / d) + 1,
+    the multiplier 2**32 + mul is 2**(32 + shift) / d rounded up, and the
+    rounding error times u stays below 1/d for u < 2**31 (Granlund and
+    Montgomery, "Division by invariant integers using multiplication",
+    1994, section 4; tests/test_magic_division.py checks it).  A signed
+    numerator n is divided as u = n ^ (n >> 31) (n or ~n, below 2**31) and
+    the quotient xor-ed back, which is the floor: ~(~n // d) == n // d."""
+    if not 1 <= d <= MAX_DIM:
+        raise ValueError(f"a magic divisor is in [1, {MAX_DIM}], not {d}")
+    shift = (d - 1).bit_length()
+    mul = (1 << 32) * ((1 << shift) - d) // d + 1
+    return mul, shift
 
 
 def show(tree) -> str:
@@ -75,6 +104,13 @@ def show(tree) -> str:
             return f"not {args[0]}"
         return f"({args[0]} {op} {args[1]})"
     return str(tree)
+
+
+def device_values(params, env: dict) -> dict:
+    """The value of each kernel.json `device` parameter (the SM count, the
+    uniform divisors' magic numbers) for these extents and `env`'s SM
+    count, by name."""
+    return {p["name"]: evaluate(p["value"], env) for p in params if p["kind"] == "device"}
 
 
 def grid(entry_grid, env: dict) -> tuple:

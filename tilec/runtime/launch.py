@@ -82,13 +82,15 @@ class Scalar:
 
 @attrs.frozen
 class DimValue:
-    """A runtime extent's value, bound from the arguments' shapes."""
+    """A hidden 32-bit parameter's value: a runtime extent bound from the
+    arguments' shapes, or a `device` value (the SM count, a divisor's
+    magic numbers) computed at launch."""
 
     value: int
 
     @property
     def data(self) -> bytes:
-        return struct.pack("<i", self.value)
+        return struct.pack("<I", self.value & 0xFFFFFFFF)  # an i32 or u32 (magic multipliers reach 2**32 - 1)
 
 
 CALLER_KINDS = ("buffer", "scalar")  # the parameters a caller passes; tensor maps and dims are derived
@@ -238,12 +240,16 @@ def _check_layout(params, caller, arrays: dict, tensormaps, assumes, sm_count, g
     if sm_count is not None:
         values[runtime_dims.SM_COUNT] = sm_count
     _check_assumes(assumes, values)
+    try:
+        device = runtime_dims.device_values(params, values)
+    except runtime_dims.DimError as e:
+        raise LaunchError(f"kernel.json: a hidden parameter cannot be computed: {e} ({_dims_text(values)})") from None
     dims = {}
     for param in params:
         if param["kind"] == "dim":
             dims[param["name"]] = DimValue(values[param["name"]])
         elif param["kind"] == "device":
-            dims[param["name"]] = DimValue(runtime_dims.evaluate(param["value"], values))
+            dims[param["name"]] = DimValue(device[param["name"]])
     descs = {t["name"]: t for t in tensormaps}
     buffers = {p["name"]: p for p in caller if p["kind"] == "buffer"}
     evaluated, bases = {}, []

@@ -174,6 +174,8 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             out.append(f".param .u32 {name}")
         if self.syms.uses_sm_count:
             out.append(f".param .u32 {SM_COUNT_PARAM}")
+        for div in self.syms.divisors.values():
+            out += [f".param .u32 {div.mul_param}", f".param .u32 {div.shift_param}"]
         return out
 
     def prologue(self) -> None:
@@ -204,6 +206,11 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             r = Operand(self.regs.new("i32"), "i32")
             self.line(f"ld.param.u32 {r}, [{SM_COUNT_PARAM}];")
             self.env[0][SM_COUNT_PARAM] = r
+        for div in self.syms.divisors.values():
+            for name in (div.mul_param, div.shift_param):
+                r = Operand(self.regs.new("u32"), "u32")
+                self.line(f"ld.param.u32 {r}, [{name}];")
+                self.env[0][name] = r
         if any(LAUNCH_AXES[i.builtin].stride is not None for i in self.syms.launch.ids):
             self.tid = Operand(self.regs.new("i32"), "i32")
             self.line(f"mov.u32 {self.tid}, %tid.x;")

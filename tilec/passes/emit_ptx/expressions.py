@@ -4,7 +4,9 @@ Types come from `KernelSymbols.type_of`, so the emitter and the verifier
 agree on what `a + 1` is.  Arithmetic folds when both operands are
 immediates, which is what keeps address arithmetic on constant indices free.
 Integer `//` and `%` have Python's floor semantics (shifts and masks for
-powers of two, a corrected div/rem otherwise).  f16/bf16 arithmetic is done
+powers of two, a multiply-high by launch-time magic numbers for an i32
+divided by a uniform divisor (`runtime_dims.uniform_divisors`), a corrected
+div/rem otherwise).  f16/bf16 arithmetic is done
 in f32 and rounded back once, which gives the correctly rounded result for
 + - * / and needs no sm_90-only bf16 instructions.  Float + - * use `.rn`
 so ptxas cannot contract them into an fma and change results.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Optional
 
-from tilec.compiler.runtime_dims import SM_COUNT, SM_COUNT_PARAM
+from tilec.compiler.runtime_dims import SM_COUNT, SM_COUNT_PARAM, UniformDivisor, divisor_key
 from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
@@ -157,6 +159,10 @@ class Expressions:
             t = self.syms.type_of(e)
             return self.arith(op, self.value(e.lhs, t), self.value(e.rhs, "u32"), t)
         t = self.syms.operand_type(e)
+        if op in ("//", "%") and t == "i32":
+            div = self.syms.divisors.get(divisor_key(e.rhs))
+            if div is not None:
+                return self.uniform_divmod(op, self.value(e.lhs, t), e.rhs, div)
         a, b = self.value(e.lhs, t), self.value(e.rhs, t)
         if op in _SETP:
             return self.compare(op, a, b)
@@ -236,6 +242,31 @@ class Expressions:
         if op in ("//", "%"):
             return self.floor_divmod(op, a, b, t)
         raise AssertionError(op)
+
+    def uniform_divmod(self, op: str, a: Operand, divisor: ir.Expr, div: UniformDivisor) -> Operand:
+        """Python's `a // d` or `a % d` for an i32 `a` and a divisor `d` the
+        launch knows to be in [1, 2**31 - 1]: with u = a ^ (a >> 31) (a, or
+        ~a when negative: below 2**31 either way), u // d is
+        (umulhi(u, mul) + u) >> shift for the launch's magic numbers
+        (tilec/runtime/dims.py, `magic`), and xor-ing the sign back gives
+        the floor.  The remainder is a - q * d (d evaluated only for it)."""
+        mul = self.binding(ir.Name(div.mul_param))
+        shift = self.binding(ir.Name(div.shift_param))
+        if a.is_reg:
+            sign = self._binop("shr.s32", a, self.imm(31, "u32"), "i32")
+            u = self.reinterpret(self._binop("xor.b32", a, sign, "i32"), "u32")
+        else:  # a constant numerator: u and the sign are known
+            v = _imm_value(a)
+            sign = None if v >= 0 else self.imm(-1, "i32")
+            u = self.imm(v if v >= 0 else ~v, "u32")
+        hi = self._binop("mul.hi.u32", u, mul, "u32")
+        q = self.reinterpret(self._binop("shr.u32", self._binop("add.u32", hi, u, "u32"), shift, "u32"), "i32")
+        if sign is not None:
+            q = self._binop("xor.b32", q, sign, "i32")
+        if op == "//":
+            return q
+        d = self.value(divisor, "i32")
+        return self._binop("sub.s32", a, self._binop("mul.lo.s32", q, d, "i32"), "i32")
 
     def floor_divmod(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
         """Python's `//` or `%`: PTX div/rem truncate, so a signed result is

@@ -8,7 +8,7 @@ from typing import List
 import tilec
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.runtime_dims import SM_COUNT, SM_COUNT_PARAM, to_json
+from tilec.compiler.runtime_dims import MAGIC_MUL, MAGIC_SHIFT, SM_COUNT, SM_COUNT_PARAM, to_json
 from tilec.compiler.symbols import KernelSymbols
 from tilec.compiler.targets import Target
 
@@ -35,6 +35,10 @@ def kernel_meta(syms: KernelSymbols) -> dict:
         params.append({"name": dim.name, "kind": "dim", "dtype": "i32", "tensor": dim.param, "axis": dim.axis})
     if syms.uses_sm_count:
         params.append({"name": SM_COUNT_PARAM, "kind": "device", "dtype": "i32", "value": [SM_COUNT]})
+    for div in syms.divisors.values():
+        d = to_json(div.expr)
+        params.append({"name": div.mul_param, "kind": "device", "dtype": "u32", "value": [MAGIC_MUL, d]})
+        params.append({"name": div.shift_param, "kind": "device", "dtype": "u32", "value": [MAGIC_SHIFT, d]})
     launch = syms.launch
     out = {
         "name": k.name,
