@@ -1,7 +1,7 @@
 """One compile of hgemm_v7 with runtime extents against a compile per shape,
 side by side with cuBLAS, in one run on an H100.  A benchmark, not a test.
 
-    python3 bench/gemm_runtime.py [--runs 100]
+    python3 bench/gemm_runtime.py [--runs 100] [--shapes 1000x1032x1064,768x3072x4096]
 
 (tilec installed; else PYTHONPATH=. from the repo root.)  D = A @ B^T, A
 row-major M x K, B row-major N x K.  `runtime` is
@@ -35,11 +35,22 @@ SHAPES = [
 ]  # fmt: skip
 
 
+def _shapes(text: str) -> list[tuple[int, int, int]]:
+    try:
+        shapes = [tuple(int(v) for v in item.split("x")) for item in text.split(",")]
+    except ValueError:
+        shapes = []
+    if not shapes or any(len(s) != 3 or min(s) < 1 for s in shapes):
+        raise argparse.ArgumentTypeError(f"shapes are MxNxK,MxNxK...; not '{text}'")
+    return shapes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--shapes", type=_shapes, default=SHAPES, help="MxNxK,... (default: the sweep of bench/gemm.py)")
     args = parser.parse_args()
     if args.runs < 50:
         parser.error("--runs must be at least 50")
@@ -55,7 +66,7 @@ def main() -> None:
           f"best of {args.rounds} rounds; runtime-extent compile {time.perf_counter() - start:.2f} s (once)")
     print(f"{'M':>6}{'N':>6}{'K':>6}  {'cuBLAS ms':>10}{'per-shape ms':>13}{'runtime ms':>11}"
           f"{'runtime/per-shape':>18}{'TFLOP/s rt':>11}{'compile s':>10}")
-    for m, n, k in SHAPES:
+    for m, n, k in args.shapes:
         a = torch.randn(m, k, dtype=torch.float16, device="cuda")
         b = torch.randn(n, k, dtype=torch.float16, device="cuda")
         ref = a.float() @ b.float().T
