@@ -77,7 +77,7 @@ RUNTIME_DIMS = {
 
 NOT_LAUNCHED = {
     "hang_demo.tile": "hangs on purpose (tests/test_debug_hangs.py runs it with --debug-hangs)",
-    "hopper/gemm_epilogue.tile": "helpers only, no kernel: hgemm_v7.tile and gemm_split_k.tile include it",
+    "hopper/gemm_epilogue.tile": "helpers only, no kernel: the Hopper GEMMs include it",
 }
 
 
