@@ -271,3 +271,17 @@ def test_the_launch_computes_the_magic_numbers():
                 for p in entry["params"]]
     with pytest.raises(LaunchError, match=r"hidden parameter cannot be computed: the divisor \(n - 40\) is 0"):
         check_args(tampered, [x] * 5, assumes=entry["assumes"], sm_count=132)
+
+
+def test_divisions_the_host_evaluates_take_no_parameters():
+    """A divisor in the grid or an assumption is evaluated at launch, not on
+    the GPU: no magic numbers for it; the same divisor in the body has them."""
+    text = """
+kernel k(X: i32[M, N]):
+    assume(N >= 1 and M % N == 0)
+    bx = cta_id([M // N])
+    tx = thread_id([32])
+    X[bx, tx] = 1
+"""
+    assert _divisors_of(text)[0] == []
+    assert _divisors_of(text.replace("= 1\n", "= bx // N\n"))[0] == ["N"]

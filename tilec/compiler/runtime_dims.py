@@ -35,6 +35,7 @@ from typing import Dict, Optional, Tuple
 import attrs
 
 from tilec.compiler import ir, visit
+from tilec.compiler.builtins import LAUNCH_AXES
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.fold import fold_expr
 from tilec.compiler.printer import print_expr
@@ -259,13 +260,11 @@ def divisor_key(e: ir.Expr) -> str:
 
 
 def uniform_divisors(kernel: ir.Kernel, dims, assumes) -> Dict[str, UniformDivisor]:
-    """Every right operand of `//` and `%` (and `//=`, `%=`) in `kernel` that
-    is arithmetic on runtime extents and `sm_count()` (not a constant) and
-    that `bounds` proves to be in [1, 2**31 - 1] for every launch the
-    assumptions allow, keyed by `divisor_key`.  Whether a division uses one
-    is the emitter's choice (it does for i32 operands)."""
-    if not dims and not _reads_sm_count(kernel):
-        return {}
+    """Every right operand of `//` and `%` (and `//=`, `%=`) that the kernel
+    evaluates on the GPU, is arithmetic on runtime extents and `sm_count()`
+    (not a constant), and that `bounds` proves to be in [1, 2**31 - 1] for
+    every launch the assumptions allow, keyed by `divisor_key`.  Whether a
+    division uses one is the emitter's choice (it does for i32 operands)."""
     shapes = [
         tuple(e.value if isinstance(e, ir.Int) else e.id for e in p.shape)
         for p in kernel.params
@@ -273,7 +272,7 @@ def uniform_divisors(kernel: ir.Kernel, dims, assumes) -> Dict[str, UniformDivis
     ]
     facts = bound_facts([cond for cond, _ in assumes], shapes)
     found: Dict[str, UniformDivisor] = {}
-    for node in visit.walk(kernel):
+    for node in _device_nodes(kernel):
         if isinstance(node, ir.Binary) and node.op in ("//", "%"):
             divisor = node.rhs
         elif isinstance(node, ir.AugAssign) and node.op in ("//", "%"):
@@ -291,8 +290,19 @@ def uniform_divisors(kernel: ir.Kernel, dims, assumes) -> Dict[str, UniformDivis
     return found
 
 
-def _reads_sm_count(kernel: ir.Kernel) -> bool:
-    return any(isinstance(n, ir.Call) and n.func == SM_COUNT for n in visit.walk(kernel))
+def _device_nodes(kernel: ir.Kernel):
+    """The nodes of `kernel` that the GPU evaluates: not the assumptions,
+    the launch ids' extents (the grid) or the tensor maps' descriptions,
+    which the host evaluates at launch."""
+    stack = [kernel]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ir.TensorMap) or (
+            isinstance(node, ir.Call) and (node.func == ASSUME or node.func in LAUNCH_AXES)
+        ):
+            continue
+        yield node
+        stack.extend(reversed(list(visit.children(node))))  # pre-order: divisors numbered by first use
 
 
 def _is_dim_expr(e: ir.Expr, dims) -> bool:

@@ -597,7 +597,8 @@ class _Analyzer:
             self.stmt(s)
         self.syms.launch = self.launch_config(k)
         self.syms.dynamic_smem = self.arena_end
-        self.syms.divisors = runtime_dims.uniform_divisors(k, self.syms.dims, self.syms.assumes)
+        if self.syms.dims or self.syms.uses_sm_count:
+            self.syms.divisors = runtime_dims.uniform_divisors(k, self.syms.dims, self.syms.assumes)
 
     def param(self, p: ir.Param) -> None:
         lookup_dtype(p.dtype, p.span)
