@@ -28,6 +28,7 @@ from tilec.grammar.parser import parse
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = [p.read_text() for p in sorted(ROOT.glob("examples/*.tile")) + sorted(ROOT.glob("examples/hopper/*.tile"))]
+FILENAME = str(ROOT / "examples" / "hopper" / "fuzz.tile")  # where the Hopper examples' includes resolve
 
 def fuzz(examples: int):
     return settings(
@@ -43,8 +44,8 @@ def compiles_or_says_where(text) -> None:
     for target in TARGETS:
         try:
             if isinstance(text, bytes):
-                text = source.decode(text, "fuzz.tile")
-            module = compile_source(text, "fuzz.tile", target=target).module
+                text = source.decode(text, FILENAME)
+            module = compile_source(text, FILENAME, target=target).module
         except TilecError as err:
             assert err.span is not None, f"error without a location on {target}: {err.message}"
             continue
@@ -53,6 +54,16 @@ def compiles_or_says_where(text) -> None:
 
 def test_there_are_examples_to_mutate():
     assert len(EXAMPLES) >= 5
+
+
+def test_the_includes_of_the_examples_resolve_under_the_fuzzers_name():
+    """Compiled as FILENAME, an example that includes a file gets past its
+    include lines, so its mutants reach the later passes."""
+    from tilec.compiler.passmanager import Options
+
+    text = (ROOT / "examples" / "hopper" / "hgemm_v7.tile").read_text()
+    module = compile_source(text, FILENAME, options=Options(stop_after="parse")).module
+    assert "epilogue" in {h.name for h in module.helpers}
 
 
 @fuzz(150)

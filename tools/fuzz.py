@@ -47,7 +47,10 @@ from tilec.compiler.printer import print_module  # noqa: E402
 from tilec.compiler.targets import TARGETS  # noqa: E402
 from tilec.grammar.parser import parse  # noqa: E402
 
-FILENAME = "fuzz.tile"
+FILENAME = str(ROOT / "examples" / "hopper" / "fuzz.tile")
+"""The name inputs are compiled under: beside the Hopper examples (it is
+never read or written), so that their `include "gemm_epilogue.tile"`
+resolves and their mutants reach the passes behind the include."""
 
 
 def examples() -> list:
