@@ -163,6 +163,27 @@ def test_a_program_that_is_not_a_file_cannot_include():
     assert (info.value.span.line, info.value.span.col) == (1, 9)
 
 
+def test_the_dependencies_are_the_files_the_parse_pass_reads(tmp_path):
+    """`source.dependencies` (the cache key's view, read from the lines
+    without parsing) names the files the parse pass includes, each once,
+    and a file it cannot read with no text."""
+    from tilec.compiler import source
+
+    write(tmp_path, {
+        "a.tile": 'target sm_90a\ninclude "b.tile"   # a comment\ninclude "c.tile"\nkernel k():\n    pass\n',
+        "b.tile": 'include "d.tile"\n',
+        "c.tile": 'include "d.tile"\ninclude "gone.tile"\n',
+        "d.tile": "const D = 1\n",
+    })
+    a = tmp_path / "a.tile"
+    deps = source.dependencies(a.read_text(), str(a))
+    assert [(Path(p).name, t is None) for p, t in deps] == [
+        ("b.tile", False), ("d.tile", False), ("c.tile", False), ("gone.tile", True)]
+    v7 = HOPPER / "hgemm_v7.tile"
+    assert source.dependencies(v7.read_text(), str(v7)) == (
+        (str(HOPPER / "gemm_epilogue.tile"), (HOPPER / "gemm_epilogue.tile").read_text()),)
+
+
 def test_editing_an_included_file_is_a_new_cache_entry(tmp_path, monkeypatch):
     import tilec
 

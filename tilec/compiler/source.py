@@ -69,14 +69,14 @@ _INCLUDE_LINE = re.compile(r'^include[ \t\f]+"([^"\\\n]*)"', re.M)
 
 def dependencies(text: str, filename: str) -> tuple:
     """(path, text) of each file `text` includes, directly or through
-    another include, in the order first met; the text is None for a file
-    that cannot be read (the compile then reports it).  Read from the
-    `include` lines, which start a line (module level), without parsing:
-    a compile reads no other file, so these and `text` decide its result."""
-    out, seen, todo = [], set(), [(text, filename)]
-    while todo:
-        body, name = todo.pop()
-        found = []
+    another include, once each, in the order the parse pass takes them
+    (depth first); the text is None for a file that cannot be read (the
+    compile then reports it).  Read from the `include` lines, which start a
+    line (module level), without parsing: a compile reads no other file, so
+    these and `text` decide its result."""
+    out, seen = [], set()
+
+    def visit(body: str, name: str) -> None:
         for m in _INCLUDE_LINE.finditer(body):
             try:
                 path = include_path(m.group(1), name)
@@ -91,6 +91,7 @@ def dependencies(text: str, filename: str) -> tuple:
                 included = None
             out.append((path, included))
             if included is not None:
-                found.append((included, path))
-        todo.extend(reversed(found))
+                visit(included, path)
+
+    visit(text, filename)
     return tuple(out)
