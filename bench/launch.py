@@ -29,7 +29,10 @@ Rows: tilec hgemm_v7 (3 tensor maps) with `stream=s` and with no stream
 (torch's current stream); rotating among 2 outputs (both remembered) and
 among more than a kernel remembers (the slow path, every encode kept);
 tilec elementwise_add, with the compiled and the pure-Python launcher, and
-with the stream's int handle given (no current-stream query);
+with the stream's int handle given (no current-stream query), and on
+device arrays that are not torch tensors (wrappers that expose only DLPack,
+or only `__cuda_array_interface__`, as cupy or jax arrays would: the slow
+path at every call);
 Triton `add[grid](x, y, z, n)`; torch `torch.add(x, y, out=z)`.
 Every output is poisoned with NaN and checked
 once before timing.
@@ -231,6 +234,26 @@ def triton_add():
     return add, triton.__version__
 
 
+class DLPackOnly:
+    """A device array tilec sees only through DLPack (not a torch tensor)."""
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def __dlpack__(self, **kwargs):
+        return self.tensor.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.tensor.__dlpack_device__()
+
+
+class InterfaceOnly:
+    """A device array tilec sees only through `__cuda_array_interface__`."""
+
+    def __init__(self, tensor):
+        self.__cuda_array_interface__ = tensor.__cuda_array_interface__
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=3000)
@@ -283,6 +306,14 @@ def main() -> None:
     handle = stream.cuda_stream
     row("tilec elementwise_add, stream=handle (an int: no current-stream query)",
         lambda: add(x, y, z, stream=handle))
+    for wrap, what in ((DLPackOnly, "DLPack"), (InterfaceOnly, "__cuda_array_interface__")):
+        wx, wy, wz = wrap(x), wrap(y), wrap(z)
+        z.fill_(float("nan"))
+        add(wx, wy, wz, stream=handle)
+        torch.cuda.synchronize()
+        assert torch.equal(z, x + y), f"elementwise_add on {what} arrays gave a wrong result"
+        row(f"tilec elementwise_add on {what}-only arrays, stream=handle (slow path)",
+            lambda: add(wx, wy, wz, stream=handle))
     triton_kernel, triton_version = triton_add()
     if triton_kernel is not None:
         grid = ((N_ADD + 1023) // 1024,)

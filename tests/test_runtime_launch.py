@@ -30,6 +30,8 @@ class FakeGPU:
         self.next_ptr = 0x7F0000000000
         self.log: list[tuple] = []
         self.fail_launch = False
+        self.functions: dict[str, int] = {}  # kernel name -> the fake CUfunction address
+        self.callback = _LAUNCH_EX(self.launch_ex)  # cuLaunchKernelEx, as the launcher calls it
 
     # driver API used by module.py, launch.py and tensormap.py
     def device(self):
@@ -74,11 +76,26 @@ class FakeGPU:
     def stream_synchronize(self, stream):
         self.log.append(("sync", stream))
 
-    def launch(self, function, grid, block, cluster, dynamic_smem, stream, params_address):
-        self.log.append(("launch", function, grid, block, cluster, dynamic_smem, stream))
+    def function_address(self, function):
+        return self.functions.setdefault(function, 0x1000 + len(self.functions))
+
+    def launch_kernel_ex_address(self):
+        return ctypes.cast(self.callback, ctypes.c_void_p).value
+
+    def launch_ex(self, config, function, params, extra):
+        """cuLaunchKernelEx: logs ("launch", kernel, grid, block, cluster,
+        dynamic smem, stream) and runs the kernel's model."""
+        c = launcher_py._Config.from_address(config)
+        name = {v: k for k, v in self.functions.items()}[function]
+        cluster = (1, 1, 1)
+        if c.num_attrs:
+            d = c.attrs[0].value.cluster
+            cluster = (d.x, d.y, d.z)
+        self.log.append(("launch", name, tuple(c.grid), tuple(c.block), cluster, c.shared_bytes, c.stream or 0))
         if self.fail_launch:
-            raise CudaError("cuLaunchKernelEx", "CUDA_ERROR_LAUNCH_FAILED")
-        getattr(self, "run_" + function)(grid, block, params_address)
+            return 719  # CUDA_ERROR_LAUNCH_FAILED
+        getattr(self, "run_" + name)(tuple(c.grid), tuple(c.block), params)
+        return 0
 
     # models of the test kernels
     def params(self, address, sizes):
@@ -119,7 +136,8 @@ def gpu(monkeypatch):
     fake = FakeGPU()
     for name in (
         "device", "load_module", "unload_module", "get_function", "function_attribute", "set_function_attribute",
-        "mem_alloc", "mem_free", "copy_to_device", "copy_to_host", "stream_synchronize", "launch",
+        "mem_alloc", "mem_free", "copy_to_device", "copy_to_host", "stream_synchronize",
+        "function_address", "launch_kernel_ex_address",
     ):  # fmt: skip
         monkeypatch.setattr(driver, name, getattr(fake, name))
     monkeypatch.setattr(tensormap, "_encode", _C_FAKE_ENCODE)
@@ -588,6 +606,8 @@ def test_numpy_arrays_never_take_the_fast_path(torch_gpu):
         kernel(np.ones(16, np.float32), np.ones(16, np.float32), c, 16)
     assert launches(gpu) == ["launch", "launch"] and c.tolist() == [2.0] * 16
     assert [e[1] for e in events(gpu, "sync")] == [0, 0]  # staged: waits to copy back
+    # each launched by the launcher's own cuLaunchKernelEx call (no cuda-bindings wrapper), not remembered
+    assert [e[0] for e in gpu.log if "launch" in e[0]] == ["fast_launch"] * 2 and kernel._remembered == 0
 
 
 def test_cluster_launches_replay_their_cluster(torch_gpu):

@@ -580,6 +580,36 @@ static PyObject *Launcher_replay(Launcher *self, PyObject *call) {
     return PyLong_FromLong(replay(self, args, grid, stream));
 }
 
+/* _launch_params(grid, stream, params) -> the CUresult: one launch of
+ * parameters the slow path packed (`params`: the address of the kernel's
+ * void* array, 0 for none) for arguments the launcher does not remember
+ * (numpy, DLPack and CUDA-array-interface arrays); `grid` a checked tuple
+ * of 3, `stream` a CUstream handle. */
+static PyObject *Launcher_launch_params(Launcher *self, PyObject *call) {
+    PyObject *grid;
+    unsigned long long stream, params;
+    unsigned int dims[3];
+    if (!PyArg_ParseTuple(call, "OKK", &grid, &stream, &params)) return NULL;
+    if (!self->args) {
+        PyErr_SetString(PyExc_TypeError, "launch: the launcher is not configured");
+        return NULL;
+    }
+    if (read_dims(grid, dims, "grid")) return NULL;
+    LaunchConfig config;
+    config.grid_x = dims[0];
+    config.grid_y = dims[1];
+    config.grid_z = dims[2];
+    config.block_x = self->block[0];
+    config.block_y = self->block[1];
+    config.block_z = self->block[2];
+    config.shared_bytes = self->shared_bytes;
+    config.stream = (void *)(uintptr_t)stream;
+    int clustered = self->cluster[0] * self->cluster[1] * self->cluster[2] != 1;
+    config.attrs = clustered ? &self->attribute : NULL;
+    config.num_attrs = clustered ? 1 : 0;
+    return PyLong_FromLong(self->launch(&config, self->function, (void **)(uintptr_t)params, NULL));
+}
+
 /* kernel(*args, grid=None, stream=None): the replay of a remembered
  * signature, else (a miss, or a launch error) the subclass's
  * _miss(args, grid, stream, status), the slow path, whose result is
@@ -624,6 +654,8 @@ static PyMethodDef Launcher_methods[] = {
     {"_configure", (PyCFunction)Launcher_configure, METH_VARARGS, "Set the kernel's launch constants, once."},
     {"_commit", (PyCFunction)Launcher_commit, METH_VARARGS, "Remember a validated signature."},
     {"_replay", (PyCFunction)Launcher_replay, METH_VARARGS, "Launch a remembered signature: -1 or the CUresult."},
+    {"_launch_params", (PyCFunction)Launcher_launch_params, METH_VARARGS,
+     "Launch parameters packed by the slow path: the CUresult."},
     {NULL},
 };
 

@@ -870,10 +870,9 @@ class _KernelBody:
                 if status >= 0:
                     driver.check_status("cuLaunchKernelEx", status)
                     return
-            packed = pack_params(blobs)
-            driver.launch(
-                self._function, dims, self.block, self.cluster, self.dynamic_smem, handle, packed.address
-            )
+            packed = pack_params(blobs)  # arguments the launcher does not remember: launched once by it
+            self._configure_once(blobs)
+            driver.check_status("cuLaunchKernelEx", self._launch_params(dims, handle, packed.address if blobs else 0))
             if staging.uploads:
                 driver.stream_synchronize(handle)
                 staging.download()
@@ -889,6 +888,32 @@ class _KernelBody:
             self._encoded[key] = encode_tiled(desc, base)
         return self._encoded[key]
 
+    def _configure_once(self, blobs: list[bytes]) -> None:
+        """Give the launcher the kernel's launch constants (the function,
+        cuLaunchKernelEx, block, cluster, shared memory, each parameter's
+        size and which arguments are buffers or scalars), on the first
+        launch."""
+        if self._configured:
+            return
+        caller = caller_params(self.params)
+        slots = {p["name"]: i for i, p in enumerate(self.params)}
+        specs = [
+            (BUFFER, slots[p["name"]], 0)
+            if p["kind"] == "buffer"
+            else (SCALAR, slots[p["name"]], SCALAR_CODES.get(p["dtype"], 0))
+            for p in caller
+        ]
+        self._configure(
+            driver.function_address(self._function),
+            driver.launch_kernel_ex_address(),
+            self.block,
+            self.cluster,
+            self.dynamic_smem,
+            [len(b) for b in blobs],
+            specs,
+        )
+        self._configured = True
+
     def _remember(self, args, blobs: list[bytes], default, tensor_type, stream_fn) -> bool:
         """Hand a launch whose arrays are all torch tensors to the launcher
         to replay (it recognises no other array); whether it took it.
@@ -898,25 +923,7 @@ class _KernelBody:
             tensor_type is None or not all(isinstance(args[i], tensor_type) for i in self._buffer_args)
         ):
             return False
-        if not self._configured:
-            caller = caller_params(self.params)
-            slots = {p["name"]: i for i, p in enumerate(self.params)}
-            specs = [
-                (BUFFER, slots[p["name"]], 0)
-                if p["kind"] == "buffer"
-                else (SCALAR, slots[p["name"]], SCALAR_CODES.get(p["dtype"], 0))
-                for p in caller
-            ]
-            self._configure(
-                driver.function_address(self._function),
-                driver.launch_kernel_ex_address(),
-                self.block,
-                self.cluster,
-                self.dynamic_smem,
-                [len(b) for b in blobs],
-                specs,
-            )
-            self._configured = True
+        self._configure_once(blobs)
         default = launch_grid(None, default, self.cluster)  # padded, and checked when grid= overrode it
         return self._commit(tuple(args), blobs, default, tensor_type or object, stream_fn)
 

@@ -98,7 +98,9 @@ class PyLauncher:
     ``_configure(function, launch, block, cluster, shared_bytes,
     slot_sizes, specs)`` once, then ``_commit(args, blobs, grid,
     tensor_type, stream_fn)`` and ``_replay(args, grid, stream)`` -> -1 or
-    the CUresult; the last `ENTRIES` signatures are remembered."""
+    the CUresult; the last `ENTRIES` signatures are remembered.
+    ``_launch_params(grid, stream, params)`` -> the CUresult launches
+    parameters the slow path packed for arguments it does not remember."""
 
     _tensor_type = None  # until the first commit: every call is a miss
     _entries = ()  # until _configure gives the launcher its own
@@ -191,6 +193,16 @@ class PyLauncher:
             config.grid[:] = dims
             config.stream = handle
             return self._launch(ctypes.byref(config), self._function_address, entry.params, None)
+
+
+    def _launch_params(self, grid, stream, params) -> int:
+        if "_launch" not in self.__dict__:
+            raise TypeError("launch: the launcher is not configured")
+        with self._lock:
+            config = self._config
+            config.grid[:] = grid
+            config.stream = stream
+            return self._launch(ctypes.byref(config), self._function_address, params or None, None)
 
 
 def _signature(tensor) -> tuple:
