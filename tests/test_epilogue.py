@@ -157,6 +157,16 @@ def test_an_error_in_an_included_file_notes_the_include_lines(tmp_path):
     assert "const X = (" in err.render()  # the included file's line under the message
 
 
+def test_an_included_file_that_is_not_utf8_is_located_in_it(tmp_path):
+    write(tmp_path, {"a.tile": KERNEL})
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "b.tile").write_bytes(b"const X = 1\n# caf\xe9\n")
+    err = error_of(tmp_path / "a.tile")
+    assert "not valid UTF-8" in err.message
+    assert (err.span.file, err.span.line, err.span.col) == (str(tmp_path / "lib" / "b.tile"), 2, 6)
+    assert err.notes == (f"included from {tmp_path / 'a.tile'}:2:9",)
+
+
 def test_a_program_that_is_not_a_file_cannot_include():
     with pytest.raises(TilecError, match="<string> is not a file") as info:
         compile_source('include "b.tile"\nkernel k():\n    pass\n')

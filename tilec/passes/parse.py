@@ -72,6 +72,8 @@ def _gather(module: ir.Module, filename: str, chain: tuple, done: set, consts: l
         try:
             text = source.read(path)
         except TilecError as err:
+            if err.span is not None:  # read, but not UTF-8: located in the included file
+                raise _noted(err, chain + (line,)) from None
             raise TilecError(
                 f"include \"{inc.path}\": cannot read '{path}' ({err.message.rpartition(': ')[2]})",
                 inc.span,
@@ -80,7 +82,7 @@ def _gather(module: ir.Module, filename: str, chain: tuple, done: set, consts: l
         try:
             included = parse(text, path)
         except TilecError as err:
-            raise TilecError(err.message, err.span, notes=err.notes + _included_from(chain + (line,))) from None
+            raise _noted(err, chain + (line,)) from None
         if included.target is not None:
             raise TilecError(
                 f"include \"{inc.path}\": '{path}' has a 'target' line; an included file holds consts "
@@ -97,6 +99,11 @@ def _gather(module: ir.Module, filename: str, chain: tuple, done: set, consts: l
         _gather(included, path, chain + (line,), done, consts, helpers)
     consts.extend(module.consts)
     helpers.extend(module.helpers)
+
+
+def _noted(err: TilecError, chain: tuple) -> TilecError:
+    """`err`, found in an included file, with the include lines that led there."""
+    return TilecError(err.message, err.span, notes=err.notes + _included_from(chain))
 
 
 def _included_from(chain: tuple) -> tuple:
