@@ -4,14 +4,16 @@ projection shapes of 8B- and 70B-parameter LLMs, in one run on an H100.
 A benchmark, not a test.
 
     python3 bench/gemm_sweep.py [--sets square llm] [--dtypes f16 bf16] [--ms 16 64 128 512 2048 8192]
-                                [--squares 512 1024] [--layers 8B:o 70B:qkv]
+                                [--squares 512 1024] [--layers 8B:o 70B:qkv] [--kernels hgemm_v7 ...]
 
 D = A @ B^T with A row-major M x K (activations) and B row-major N x K (a
 torch Linear's weight); cuBLAS is `torch.matmul(A, B.T)` on the same
 tensors.  For each shape tilec tunes each kernel that can run it (KERNELS)
 on three rotating random input sets, and keeps the fastest:
 
-- hgemm_v7 (M >= 128) over eight (BLK_N, STAGES, GROUP) settings;
+- hgemm_v7 (M >= 128) over the tile shapes (BLK_M x BLK_N) that a wave
+  count ranks best for the shape (`v7_space`), each with its stage counts
+  and L2 group sizes;
 - gemm_split_k, v7 with K split among SPLIT_K CTAs per tile, where the
   tiles of 128 x 256 are at most two per SM, over BLK_N x SPLIT_K;
 - gemm_small_m (M <= 256) over STAGES;
@@ -50,6 +52,48 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+# hgemm_v7's tile shapes (BLK_M, BLK_N): the fraction of the large tile's
+# per-SM rate each is assumed to reach when every SM is busy (a prior for
+# ranking, not a measurement: a 64-row tile has one consumer warpgroup and
+# reads B from shared memory once per 64 rows, a narrow tile pays its
+# epilogue and pipeline fill over fewer FLOPs), and the (STAGES, GROUP)
+# settings to time for it (STAGES as deep as shared memory allows and one
+# less; GROUP 8 and 16).
+V7_TILES = {
+    (128, 256): (1.0, [(4, 8), (4, 16)]),
+    (128, 192): (0.97, [(4, 8), (4, 16)]),
+    (128, 128): (0.9, [(6, 8), (6, 16), (4, 8)]),
+    (64, 256): (0.85, [(5, 8), (5, 16)]),
+    (64, 192): (0.82, [(6, 8), (6, 16)]),
+    (64, 128): (0.75, [(8, 8), (8, 16)]),
+    (64, 64): (0.55, [(8, 8), (12, 8)]),
+}
+
+
+def v7_space(m: int, n: int, sms: int, keep: int = 4) -> list[dict]:
+    """hgemm_v7's configurations for an M x N output on `sms` SMs.  A
+    persistent CTA runs one tile at a time, so a tile shape's time goes as
+    the waves it needs, ceil(tiles / sms), times its area over its rate:
+    512 x 6144 is 96 tiles of 128x256 (one wave, 36 SMs idle) but 128 of
+    128x192.  The `keep` best tile shapes by that count (and the default
+    128x256) are timed, each with its settings; GROUP settings that give the
+    same schedule (no more M tiles than the group) are timed once."""
+    def cost(tile):
+        (bm, bn), rate = tile, V7_TILES[tile][0]
+        return cdiv(cdiv(m, bm) * cdiv(n, bn), sms) * bm * bn / rate
+    fits = [t for t in V7_TILES if m >= t[0] and n >= t[1]]
+    tiles = sorted(fits, key=cost)[:keep]
+    if (128, 256) in fits and (128, 256) not in tiles:
+        tiles.append((128, 256))
+    space = []
+    for bm, bn in tiles:
+        for stages, group in V7_TILES[bm, bn][1]:
+            config = {"BLK_M": bm, "BLK_N": bn, "STAGES": stages, "GROUP": min(group, max(8, cdiv(m, bm)))}
+            if config not in space:
+                space.append(config)
+    return space
+
+
 def split_k_workspace(m: int, n: int):
     """gemm_split_k's W (f32 partials, whole tiles) and C (a zeroed counter
     per tile and consumer warpgroup) for a configuration."""
@@ -70,15 +114,12 @@ def small_m_split_k_workspace(m: int, n: int):
     return make
 
 
-# kernel: (can it run (M, N, K) on `sms` SMs, the space to tune, the default,
-# the workspace maker taking (M, N) or None)
+# kernel: (can it run (M, N, K) on `sms` SMs, the space to tune (or a
+# callable (M, N, sms) -> space), the default (or None), the workspace maker
+# taking (M, N) or None)
 KERNELS = {
     "hgemm_v7": (lambda m, n, k, sms: m >= 128 and n >= 128 and k >= 64,
-                 [{"BLK_N": 256, "STAGES": 4, "GROUP": 8}, {"BLK_N": 256, "STAGES": 4, "GROUP": 16},
-                  {"BLK_N": 256, "STAGES": 3, "GROUP": 8}, {"BLK_N": 128, "STAGES": 4, "GROUP": 8},
-                  {"BLK_N": 128, "STAGES": 4, "GROUP": 16}, {"BLK_N": 128, "STAGES": 5, "GROUP": 16},
-                  {"BLK_N": 128, "STAGES": 6, "GROUP": 8}, {"BLK_N": 128, "STAGES": 6, "GROUP": 16}],
-                 {"BLK_N": 256, "STAGES": 4, "GROUP": 8}, None),
+                 v7_space, None, None),
     "gemm_split_k": (lambda m, n, k, sms: m >= 128 and n >= 128 and k >= 256
                      and cdiv(m, 128) * cdiv(n, 256) <= 2 * sms,
                      {"BLK_N": [128, 256], "SPLIT_K": [2, 3, 4]}, None, split_k_workspace),
@@ -127,6 +168,8 @@ def main() -> None:
     parser.add_argument("--squares", type=int, nargs="+", default=SQUARE)
     parser.add_argument("--layers", nargs="+", metavar="MODEL:LAYER",
                         choices=[f"{m}:{l}" for m, l, _, _ in LLM], help="only these LLM layers (e.g. 8B:o)")
+    parser.add_argument("--kernels", nargs="+", choices=list(KERNELS), default=list(KERNELS),
+                        help="only these kernels are tuned")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--tune-runs", type=int, default=10)
     parser.add_argument("--sets-per-shape", type=int, default=3, help="input sets tuning and timing rotate over")
@@ -162,8 +205,10 @@ def main() -> None:
             start = time.perf_counter()
             best, notes, tried = None, [], {}
             for name, (fits, space, default, workspace) in KERNELS.items():
-                if not fits(M, N, K, props.multi_processor_count):
+                if name not in args.kernels or not fits(M, N, K, props.multi_processor_count):
                     continue
+                if callable(space):
+                    space = space(M, N, props.multi_processor_count)
                 defines = {"M": M, "N": N, "K": K}
                 if name in ("hgemm_v7", "gemm_split_k"):
                     defines["SM_COUNT"] = props.multi_processor_count

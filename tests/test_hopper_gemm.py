@@ -80,6 +80,36 @@ def test_v7_specializes_warps(default_builds):
     assert "mbarrier.arrive.shared::cta.b64" in ptx  # consumers release stages
 
 
+@pytest.mark.parametrize("blk_m, blk_n, stages", [(128, 192, 4), (128, 128, 6), (64, 256, 5), (64, 192, 6),
+                                                  (64, 128, 8), (64, 64, 12)])
+def test_v7_tile_shapes_compile_and_assemble(blk_m, blk_n, stages):
+    """Every tile shape the tuner offers: one m64nBLK_Nk16 wgmma shape, one
+    consumer warpgroup per 64 rows (each raising its registers once), each
+    consumer's stage releases counted, and the ring deep as configured
+    within the 227 KiB an sm_90a CTA may have."""
+    r = build(7, M=1024, N=1024, K=1024, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages)
+    assemble(r.ptx, "sm_90a")  # no warning: the wgmmas are not serialized
+    assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", r.ptx)) == {f"m64n{blk_n}k16"}
+    consumers = blk_m // 64
+    assert r.ptx.count("setmaxnreg.inc.sync.aligned.u32 232;") == consumers
+    (kernel,) = r.meta["kernels"]
+    assert kernel["block"] == [128 * (1 + consumers), 1, 1]
+    stage_bytes = (blk_m + blk_n) * 64 * 2
+    assert stages * stage_bytes < kernel["dynamic_smem"] <= 227 * 1024
+
+
+@pytest.mark.parametrize("defines, message", [
+    ({"BLK_M": 96}, "BLK_M must be 64 or 128"),
+    ({"BLK_N": 160}, "BLK_N must be 64, 128, 192 or 256"),
+    ({"BLK_N": 320}, "BLK_N must be 64, 128, 192 or 256"),
+    ({"M": 64, "BLK_M": 128}, "must be at least one tile"),
+    ({"N": 128, "BLK_N": 192}, "must be at least one tile"),
+])
+def test_v7_unsupported_tiles_are_compile_errors(defines, message):
+    with pytest.raises(TilecError, match=f"assertion failed: .*{message}"):
+        build(7, **{"M": 1024, "N": 1024, "K": 1024, **defines})
+
+
 def test_bf16_versions_compile():
     r = build(7, "bf16")
     assemble(r.ptx, "sm_90a")
@@ -139,15 +169,30 @@ def test_v7_ring_runs_on_across_tiles():
     assert relative_error(D, ref) < 1e-3
 
 
+def test_v7_one_consumer_192_wide_tiles():
+    """64x192 tiles (one consumer warpgroup, m64n192k16) over a ragged
+    136 x 200 output: 3 x 2 tiles on 2 persistent CTAs, the last row of
+    tiles 8 rows high and the last column 8 wide, through a 3-stage ring
+    that wraps within and across tiles."""
+    D, ref = simulate(7, 136, 200, 192, SM_COUNT=2, BLK_M=64, BLK_N=192, STAGES=3)
+    assert relative_error(D, ref) < 1e-3
+
+
+def test_v7_two_consumers_192_wide_tiles():
+    """128x192 tiles: two tiles in one CTA, the second 8 columns wide."""
+    D, ref = simulate(7, 128, 200, 128, SM_COUNT=1, BLK_N=192)
+    assert relative_error(D, ref) < 1e-3
+
+
 # --------------------------------------------------------------------------
 # On the GPU (H100)
 # --------------------------------------------------------------------------
 
 
-def run_on_gpu(version, m, n, k):
+def run_on_gpu(version, m, n, k, **defines):
     from tilec.runtime.module import CompiledModule
 
-    r = build(version, M=m, N=n, K=k)
+    r = build(version, M=m, N=n, K=k, **defines)
     kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
     A, B = inputs(m, n, k, seed=version)
     D = np.full((m, n), np.nan, np.float16)
@@ -168,3 +213,11 @@ def hopper():
 @pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1032, 1064)], ids=["1024^3", "ragged"])
 def test_matches_numpy_on_the_gpu(hopper, version, m, n, k):
     assert run_on_gpu(version, m, n, k) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("blk_m, blk_n, stages", [(128, 192, 4), (64, 256, 5), (64, 192, 6), (64, 128, 8),
+                                                  (64, 64, 12)])
+def test_v7_tile_shapes_match_numpy_on_the_gpu(hopper, blk_m, blk_n, stages):
+    """Each tile shape on a ragged output: partial tiles on every edge, K not a multiple of 64."""
+    assert run_on_gpu(7, 1000, 1032, 1064, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages) < 1e-2
