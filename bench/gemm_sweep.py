@@ -18,9 +18,14 @@ on three rotating random input sets, and keeps the fastest:
   tiles of 128 x 256 are at most two per SM, over BLK_N x SPLIT_K;
 - gemm_small_m (M <= 256) over STAGES;
 - gemm_small_m_split_k where gemm_small_m has fewer CTAs than SMs, over
-  SPLIT_K x STAGES.
+  SPLIT_K x STAGES;
+- gemm_small_m_stream_k (M <= 256), the decode kernel's (64 columns, K
+  tile) steps shared evenly by one CTA per SM, over STAGES;
+- gemm_stream_k, v7 with the last waves of tiles shared by K steps, where
+  M > 256 and the tiles of 128 x 256 are at most three waves, over four tile
+  shapes.
 
-The split-K kernels' f32 workspace and tile counters are made per
+The split-K and stream-K kernels' f32 workspace and counters are made per
 configuration (`tune(..., workspace=)`).
 The winner writes a NaN-poisoned output that must be within 1e-2 relative
 Frobenius error of an f32 reference before both are timed (CUDA-event
@@ -94,7 +99,7 @@ def v7_space(m: int, n: int, sms: int, keep: int = 4) -> list[dict]:
     return space
 
 
-def split_k_workspace(m: int, n: int):
+def split_k_workspace(m: int, n: int, sms: int):
     """gemm_split_k's W (f32 partials, whole tiles) and C (a zeroed counter
     per tile and consumer warpgroup) for a configuration."""
     def make(config):
@@ -105,7 +110,7 @@ def split_k_workspace(m: int, n: int):
     return make
 
 
-def small_m_split_k_workspace(m: int, n: int):
+def small_m_split_k_workspace(m: int, n: int, sms: int):
     """gemm_small_m_split_k's W (f32 partials of D^T) and C (a zeroed
     counter per 64 columns of D) for a configuration."""
     def make(config):
@@ -114,9 +119,28 @@ def small_m_split_k_workspace(m: int, n: int):
     return make
 
 
+def small_m_stream_k_workspace(m: int, n: int, sms: int):
+    """gemm_small_m_stream_k's W (each CTA's two partial segments, f32) and
+    C (a zeroed counter per 64 columns of D)."""
+    def make(config):
+        return (torch.empty(sms, 2, 64, m, device="cuda"),
+                torch.zeros(n // 64, dtype=torch.int32, device="cuda"))
+    return make
+
+
+def stream_k_workspace(m: int, n: int, sms: int):
+    """gemm_stream_k's W (each CTA's two partial tiles, f32) and C (a
+    zeroed counter per tile and consumer warpgroup) for a configuration."""
+    def make(config):
+        bm, bn = config["BLK_M"], config["BLK_N"]
+        return (torch.empty(sms, 2, bm, bn, device="cuda"),
+                torch.zeros(cdiv(m, bm) * cdiv(n, bn) * bm // 64, dtype=torch.int32, device="cuda"))
+    return make
+
+
 # kernel: (can it run (M, N, K) on `sms` SMs, the space to tune (or a
 # callable (M, N, sms) -> space), the default (or None), the workspace maker
-# taking (M, N) or None)
+# taking (M, N, sms) or None)
 KERNELS = {
     "hgemm_v7": (lambda m, n, k, sms: m >= 128 and n >= 128 and k >= 64,
                  v7_space, None, None),
@@ -128,6 +152,13 @@ KERNELS = {
     "gemm_small_m_split_k": (lambda m, n, k, sms: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 128
                              and n // 64 < sms,
                              {"SPLIT_K": [2, 3, 4], "STAGES": [4, 8, 16]}, None, small_m_split_k_workspace),
+    "gemm_small_m_stream_k": (lambda m, n, k, sms: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 64,
+                              {"STAGES": [4, 8, 16]}, None, small_m_stream_k_workspace),
+    "gemm_stream_k": (lambda m, n, k, sms: m > 256 and n >= 256 and k >= 64
+                      and cdiv(m, 128) * cdiv(n, 256) <= 3 * sms,
+                      [{"BLK_M": 128, "BLK_N": 256, "STAGES": 4}, {"BLK_M": 128, "BLK_N": 192, "STAGES": 4},
+                       {"BLK_M": 128, "BLK_N": 128, "STAGES": 6}, {"BLK_M": 64, "BLK_N": 256, "STAGES": 5}],
+                      None, stream_k_workspace),
 }
 SQUARE = [512, 1024, 2048, 4096, 8192, 16384]
 # (model, layer, N, K): fused QKV, attention output, fused gate+up, down
@@ -210,12 +241,13 @@ def main() -> None:
                 if callable(space):
                     space = space(M, N, props.multi_processor_count)
                 defines = {"M": M, "N": N, "K": K}
-                if name in ("hgemm_v7", "gemm_split_k"):
+                if name in ("hgemm_v7", "gemm_split_k", "gemm_small_m_stream_k", "gemm_stream_k"):
                     defines["SM_COUNT"] = props.multi_processor_count
                 try:
                     tuned = autotune.tune(source(name, dtype), space, sets, defines=defines,
                                           target="sm_90a", default=default, runs=args.tune_runs,
-                                          progress=False, workspace=workspace and workspace(M, N))
+                                          progress=False,
+                                          workspace=workspace and workspace(M, N, props.multi_processor_count))
                 except TilecError as e:
                     notes.append(f"{name}: {str(e).splitlines()[0]}")
                     continue
