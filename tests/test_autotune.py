@@ -83,6 +83,33 @@ def test_remembered_winner_is_read_back_and_bad_entries_are_misses(tmp_path, mon
     assert autotune._read_winner("k1", space) is None
 
 
+def test_the_gpu_sleep_assembles_for_every_target():
+    from tilec.runtime.assemble import assemble
+
+    for target in ("sm_80", "sm_90a"):
+        assemble(autotune._SLEEP_PTX, target)  # no warning
+
+
+@pytest.mark.gpu
+def test_the_gpu_sleep_keeps_the_stream_busy():
+    """Timed launches queue behind it: it must last at least as asked."""
+    from tilec.runtime import driver
+
+    stream = driver.stream_create()
+    start, end = driver.event_create(), driver.event_create()
+    try:
+        autotune._gpu_sleep(stream, 50_000)  # loads the module
+        driver.event_record(start, stream)
+        autotune._gpu_sleep(stream, 300_000)
+        driver.event_record(end, stream)
+        assert driver.event_elapsed_ms(start, end) >= 0.3
+    finally:
+        driver.stream_synchronize(stream)
+        driver.event_destroy(start)
+        driver.event_destroy(end)
+        driver.stream_destroy(stream)
+
+
 @pytest.mark.gpu
 def test_tune_picks_a_working_configuration_and_remembers_it(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")

@@ -299,9 +299,52 @@ def _load_all(modules: dict, kernel: Optional[str], jobs: Optional[int]) -> dict
         return dict(zip(modules, pool.map(load, modules.values())))
 
 
+# One thread spins until `ns` nanoseconds of %globaltimer have passed.
+_SLEEP_PTX = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry tilec_autotune_sleep(.param .u64 ns)
+{
+    .reg .pred %p;
+    .reg .u64 %ns, %start, %now, %passed;
+    ld.param.u64 %ns, [ns];
+    mov.u64 %start, %globaltimer;
+$spin:
+    mov.u64 %now, %globaltimer;
+    sub.u64 %passed, %now, %start;
+    setp.lt.u64 %p, %passed, %ns;
+    @%p bra $spin;
+    ret;
+}
+"""
+SLEEP_NS = 200_000  # longer than the host takes to queue an event and a launch
+_sleep_function = None
+
+
+def _gpu_sleep(stream: int, ns: int = SLEEP_NS) -> None:
+    """Queue a one-thread kernel that keeps `stream` busy for `ns`
+    nanoseconds.  A timed launch queued behind it starts as soon as its
+    start event is recorded, so the host's launch cost (several
+    microseconds, as long as a small GEMM) is not in the time: without it
+    the ranking of 6-10 us kernels is noise."""
+    import ctypes
+
+    from tilec.runtime import driver
+
+    global _sleep_function
+    if _sleep_function is None:
+        module = driver.load_module(_SLEEP_PTX.encode() + b"\0")
+        _sleep_function = driver.get_function(module, "tilec_autotune_sleep")
+    value = ctypes.c_uint64(ns)
+    params = (ctypes.c_void_p * 1)(ctypes.addressof(value))
+    driver.launch(_sleep_function, (1, 1, 1), (1, 1, 1), (1, 1, 1), 0, stream, ctypes.addressof(params))
+
+
 def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
     """Median milliseconds of `runs` launches, each between two CUDA events
-    on a stream of its own, rotating through the argument sets."""
+    on a stream of its own behind a GPU sleep (`_gpu_sleep`), rotating
+    through the argument sets."""
     from tilec.runtime import driver
 
     stream = driver.stream_create()
@@ -310,6 +353,7 @@ def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
             kernel(*sets[i % len(sets)], grid=grid, stream=stream)
         events = [(driver.event_create(), driver.event_create()) for _ in range(runs)]
         for i, (start, end) in enumerate(events):
+            _gpu_sleep(stream)
             driver.event_record(start, stream)
             kernel(*sets[i % len(sets)], grid=grid, stream=stream)
             driver.event_record(end, stream)
