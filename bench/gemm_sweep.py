@@ -21,9 +21,9 @@ on three rotating random input sets, and keeps the fastest:
   SPLIT_K x STAGES;
 - gemm_small_m_stream_k (M <= 256), the decode kernel's (64 columns, K
   tile) steps shared evenly by one CTA per SM, over STAGES;
-- gemm_stream_k, v7 with the last waves of tiles shared by K steps, where
-  M > 256 and the tiles of 128 x 256 are at most three waves, over four tile
-  shapes.
+- gemm_stream_k, v7's tiles with each row of M-tiles shared evenly by a
+  lane of CTAs by K steps, where M > 256 and the tiles of 128 x 256 are at
+  most three waves, over four tile shapes.
 
 The split-K and stream-K kernels' f32 workspace and counters are made per
 configuration (`tune(..., workspace=)`).

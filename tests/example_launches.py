@@ -51,8 +51,8 @@ SMALL = {
     "hopper/gemm_split_k.tile": {"M": 256, "N": 256, "K": 328, "BLK_N": 128, "SPLIT_K": 3, "SM_COUNT": 2},
     "hopper/gemm_small_m_split_k.tile": {"M": 24, "N": 128, "K": 584, "SPLIT_K": 4, "STAGES": 3},
     "hopper/gemm_small_m_stream_k.tile": {"M": 24, "N": 128, "K": 584, "SM_COUNT": 3, "STAGES": 3},
-    "hopper/gemm_stream_k.tile": {"M": 200, "N": 72, "K": 136, "BLK_M": 64, "BLK_N": 64, "GROUP": 3,
-                                  "STAGES": 2, "SM_COUNT": 3},
+    "hopper/gemm_stream_k.tile": {"M": 136, "N": 136, "K": 136, "BLK_M": 64, "BLK_N": 64, "STAGES": 2,
+                                  "SM_COUNT": 7, "MIN_STEPS": 1},
     # ragged in M, N and K: cp.async zero-fills, the stores are guarded
     "ampere/gemm_cp_async.tile": {"M": 136, "N": 144, "K": 72},
     "runtime_add.tile": {},

@@ -1,10 +1,10 @@
 """The stream-K GEMMs: examples/hopper/gemm_small_m_stream_k.tile (the
 decode GEMM with its (slab, K tile) steps shared evenly among a persistent
-grid) and gemm_stream_k.tile (hgemm_v7's tiles, the last waves shared by K
-steps).  Their size rules, simulated runs (tests/wgmma_ptx_sim.py) that
+grid) and gemm_stream_k.tile (hgemm_v7's tiles, each row of M-tiles
+shared evenly by a lane of CTAs by K steps).  Their size rules, simulated runs (tests/wgmma_ptx_sim.py) that
 reach every kind of segment (a whole tile or slab stored directly, a
 partial one in a CTA's first or last slot, two and three contributors,
-whole tiles before the shared steps) and give the same D bit for bit in
+lanes of CTAs per row of M-tiles, an idle CTA) and give the same D bit for bit in
 any CTA order with the counters back at zero, and the H100 against torch."""
 from pathlib import Path
 
@@ -106,6 +106,8 @@ def test_v7_stream_k_compiles_and_assembles(blk_m, blk_n):
         ({"BLK_N": 160}, "BLK_N must be 64, 128, 192 or 256"),
         ({"N": 1020}, "N and K must be multiples of 8"),
         ({"M": 64}, "must be at least one tile"),
+        ({"M": 512, "SM_COUNT": 3}, "at most SM_COUNT rows of M-tiles"),
+        ({"MIN_STEPS": 0}, "MIN_STEPS must be at least 1"),
     ],
 )
 def test_v7_stream_k_unsupported_sizes_are_compile_errors(defines, message):
@@ -127,22 +129,20 @@ def run_v7(m, n, k, sms, order, **defines):
     return D
 
 
-def test_simulated_v7_stream_k_whole_tiles_then_shared_steps():
-    """8 tiles of 64x64 (4 M-tiles in L2 groups of 3 and 1, the last 8 rows
-    high; 2 N-tiles, the last 8 wide) and 3 K tiles (the last partial) on 3
-    CTAs: two full waves and 2 more, so tiles 0-2 are whole, one per CTA,
-    and tiles 3-7 are 15 shared steps, 5 per CTA: CTA 0 has tile 3 whole
-    and tile 4's first two steps (slot 1), CTA 1 tile 4's last step (slot
-    0), tile 5 whole and tile 6's first step (slot 1), CTA 2 the rest of
-    tile 6 (slot 0) and tile 7 whole."""
-    run_v7(200, 72, 136, 3, range(3), BLK_M=64, BLK_N=64, GROUP=3, STAGES=2)
+def test_simulated_v7_stream_k_lanes():
+    """3 rows of 64x64 M-tiles (the last 8 rows high) on 7 CTAs: 3 lanes of
+    2 (CTA 6 idle).  Each lane's 3 N-tiles (the last 8 wide) x 3 K tiles
+    (the last partial) are 9 steps: place 0 has N-tile 0 whole and N-tile
+    1's first step (slot 1), place 1 N-tile 1's other two (slot 0) and
+    N-tile 2 whole; lane r's N-tile 1 is summed from CTAs r and r + 3."""
+    run_v7(136, 136, 136, 7, range(7), BLK_M=64, BLK_N=64, STAGES=2, MIN_STEPS=1)
 
 
 def test_simulated_v7_stream_k_three_contributors_in_any_order():
     """One 64x64 tile of 7 K tiles shared by 3 CTAs (2, 2 and 3 steps): the
     same D bits whichever CTA arrives last."""
-    forward = run_v7(64, 64, 7 * 64, 3, range(3), BLK_M=64, BLK_N=64, STAGES=3)
-    backward = run_v7(64, 64, 7 * 64, 3, reversed(range(3)), BLK_M=64, BLK_N=64, STAGES=3)
+    forward = run_v7(64, 64, 7 * 64, 3, range(3), BLK_M=64, BLK_N=64, STAGES=3, MIN_STEPS=2)
+    backward = run_v7(64, 64, 7 * 64, 3, reversed(range(3)), BLK_M=64, BLK_N=64, STAGES=3, MIN_STEPS=2)
     assert forward.tobytes() == backward.tobytes()
 
 
