@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import tempfile
 from pathlib import Path
 
 import torch
@@ -46,19 +47,32 @@ MAX_ERROR = 1e-2
 GOAL = (7, 8192, "f16", 0.85)  # version, size, dtype, fraction of cuBLAS
 
 
-def source(name: str, dtype: str) -> str:
-    """examples/hopper/NAME.tile for `dtype`: the f16 source with its element
-    type replaced (the f32 accumulators and workspaces stay f32)."""
-    text = (EXAMPLES / f"{name}.tile").read_text()
-    return text if dtype == "f16" else re.sub(r"\bf16\b", dtype, text)
+_copies: dict[str, tempfile.TemporaryDirectory] = {}
+
+
+def source(name: str, dtype: str) -> Path:
+    """The path of examples/hopper/NAME.tile for `dtype`: the file itself
+    for f16; otherwise a copy in a temporary directory that holds every
+    hopper example with its element type replaced (the f32 accumulators and
+    workspaces stay f32), so that an `include` (hgemm_v7's
+    gemm_epilogue.tile) reads its copy beside it, as it must: an included
+    file resolves beside the including one, and text has no place."""
+    if dtype == "f16":
+        return EXAMPLES / f"{name}.tile"
+    if dtype not in _copies:
+        _copies[dtype] = tempfile.TemporaryDirectory(prefix=f"tilec-{dtype}-")
+        for path in EXAMPLES.glob("*.tile"):
+            text = re.sub(r"\bf16\b", dtype, path.read_text())
+            (Path(_copies[dtype].name) / path.name).write_text(text)
+    return Path(_copies[dtype].name) / f"{name}.tile"
 
 
 def build(version: int, dtype: str, size: int, sm_count: int):
     defines = {"M": size, "N": size, "K": size}
     if version in (6, 7):
         defines["SM_COUNT"] = sm_count
-    path = EXAMPLES / f"hgemm_v{version}.tile"
-    result = compile_source(source(f"hgemm_v{version}", dtype), str(path), target="sm_90a", defines=defines)
+    path = source(f"hgemm_v{version}", dtype)
+    result = compile_source(path.read_text(), str(path), target="sm_90a", defines=defines)
     return CompiledModule(result.ptx, result.meta, "sm_90a").kernel()
 
 
