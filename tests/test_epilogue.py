@@ -20,7 +20,8 @@ from tilec.runtime.assemble import assemble
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "examples" / "hopper"
-EPILOGUE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_small_m", "gemm_small_m_split_k")
+EPILOGUE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_small_m", "gemm_small_m_split_k",
+                    "gemm_stream_k")
 
 
 def write(directory: Path, files: dict) -> None:
