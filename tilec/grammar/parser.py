@@ -1,44 +1,37 @@
 """`.tile` text to IR: `parse(text, filename) -> ir.Module`.
 
-Lark (LALR, contextual lexer) parses `tile.lark`; `_Indentation` turns line
-starts into INDENT/DEDENT tokens; `_Builder` turns the parse tree into `ir`
-nodes, each with its source span.  Every syntax error becomes a `TilecError`
-located at the offending token and worded in plain language, never in Lark's
-terminal names.
+`tilec.grammar.lalr` parses `tile.lark` (LALR, contextual lexer) from the
+tables in `tables.py`; `_Indentation` turns line starts into INDENT/DEDENT
+tokens; `_Builder` turns each node into `ir` nodes, with its source span, as
+the parser reduces it.  Every syntax error becomes a `TilecError` located at
+the offending token and worded in plain language, never in terminal names.
 
-The Lark parser is built once per process and kept.  Its LALR tables are
-not computed at run time: they ship with the package in `tables.json`,
-generated from `tile.lark` by `tools/grammar_tables.py` (a test checks that
-they match the grammar), so nothing is read from a cache directory another
-user could write to.  Should the grammar change without the tables being
-regenerated, the parser is built from the grammar instead (slower, never
-wrong).
+The tables are not computed at run time: `tools/grammar_tables.py` generates
+`tables.py` from `tile.lark` with Lark (`tilec.grammar.generate`; a test
+checks that they match the grammar), so a run imports neither Lark nor
+anything from a cache directory another user could write to.  Should the
+grammar change without the tables being regenerated, the tables are
+computed from the grammar instead (slower, needs Lark, never wrong).
 """
 from __future__ import annotations
 
 import collections
 import functools
-import hashlib
-import json
 import math
 import os
 import re
-import threading
 from typing import Optional
 
 import attrs
-import lark
-from lark import Lark, Token, Transformer, Tree, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedToken, VisitError
-from lark.indenter import Indenter
 
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.lexicon import LAYOUT_HEADS, NAMESPACES, RESERVED
+from tilec.grammar import lalr
+from tilec.grammar.lalr import Token, Tree, UnexpectedCharacters, UnexpectedToken
 
 _GRAMMAR = os.path.join(os.path.dirname(__file__), "tile.lark")
-TABLES = os.path.join(os.path.dirname(__file__), "tables.json")
 
 # ---------------------------------------------------------------------------
 # Indentation
@@ -54,23 +47,28 @@ class _LexError(Exception):
         self.message, self.line, self.col, self.end_col = message, line, col, end_col
 
 
-class _Indentation(Indenter):
-    """Python-style blocks.  Besides INDENT/DEDENT it remembers the open
+class _Indentation:
+    """Python-style blocks (the postlexer of Lark's `Indenter`, which the
+    tables were made for).  Besides INDENT/DEDENT it remembers the open
     brackets (to name the unclosed one at end of input) and the last tokens
-    (to explain errors after a namespace or a layout head).  `parse` sets
-    `eof`, the position its final DEDENTs carry."""
+    (to explain errors after a namespace or a layout head).  `eof` is the
+    position its final DEDENTs carry."""
 
     NL_type = "_NL"
     OPEN_PAREN_types = ["LPAR", "LSQB", "LBRACE"]
     CLOSE_PAREN_types = ["RPAR", "RSQB", "RBRACE"]
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
-    tab_len = 8
+
+    def __init__(self, eof):
+        self.eof = eof
 
     def process(self, stream):
+        self.paren_level = 0
+        self.indent_level = [0]
         self.open_brackets = []
         self.history = collections.deque(maxlen=32)
-        return super().process(stream)
+        return self._process(stream)
 
     def handle_NL(self, token):
         if self.paren_level > 0:
@@ -132,90 +130,75 @@ def _token(kind, value, borrow, line, col):
 # ---------------------------------------------------------------------------
 
 
-LARK_OPTIONS = dict(
-    parser="lalr",
-    lexer="contextual",
-    propagate_positions=True,
-    maybe_placeholders=True,
-    start="module",
-)
-
-
 def grammar_text() -> str:
     with open(_GRAMMAR, encoding="utf-8") as f:
         return f.read()
 
 
-def grammar_digest(text: str) -> str:
-    """What the shipped tables were generated from (with the Lark version
-    and the options, which shape them too)."""
-    key = f"{text}\0{lark.__version__}\0{sorted(LARK_OPTIONS.items())}"
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+def build_parser() -> lalr.Parser:
+    """The parser with its tables computed from the grammar (by Lark)."""
+    from tilec.grammar import generate  # Lark: only when the shipped tables are stale
 
-
-def build_parser(postlex: bool = True) -> Lark:
-    """The parser computed from the grammar.  `tools/grammar_tables.py`
-    serializes it without the postlexer (an object, not data), which
-    loading the tables supplies."""
-    return Lark(grammar_text(), postlex=_Indentation() if postlex else None, **LARK_OPTIONS)
+    return lalr.Parser(generate.build())
 
 
 @functools.lru_cache(maxsize=None)
-def _lark() -> Lark:
+def _parser() -> lalr.Parser:
     tables = _shipped_tables()
-    if tables is None or tables["digest"] != grammar_digest(grammar_text()):
+    if tables is None or tables["grammar"] != grammar_text():
         return build_parser()
-    # Lark's loader for tables it serialized itself (as its standalone parsers do).
-    return Lark._load_from_dict(tables["data"], tables["memo"], postlex=_Indentation())
+    return lalr.Parser(tables)
 
 
 def _shipped_tables() -> Optional[dict]:
-    """`tables.json` with the integer keys JSON turned into strings restored
-    (parser states, token ids, memo ids), or None when it is missing."""
+    """The tables of `tables.py`, or None when it is missing."""
     try:
-        with open(TABLES, encoding="utf-8") as f:
-            tables = json.load(f)
-    except (OSError, ValueError):
+        from tilec.grammar import tables
+    except ImportError:
         return None
-    try:
-        table = tables["data"]["parser"]["parser"]
-        table["tokens"] = {int(k): v for k, v in table["tokens"].items()}
-        table["states"] = {
-            int(state): {int(token): action for token, action in actions.items()}
-            for state, actions in table["states"].items()
-        }
-        tables["memo"] = {int(k): v for k, v in tables["memo"].items()}
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None  # a layout this Lark does not write: build from the grammar
-    return tables
-
-
-_LOCK = threading.Lock()  # the postlexer's state belongs to one parse at a time
+    return {name.lower(): value for name, value in vars(tables).items() if name.isupper()}
 
 
 def parse(text: str, filename: str = "<string>") -> ir.Module:
     """Parse a whole `.tile` file.  Raises `TilecError` on any syntax error."""
-    parser = _lark()
-    postlex = parser.options.postlex
+    parser = _parser()
     eof = _eof(text)
     source = text if text.endswith("\n") else text + "\n"
     try:
-        with _LOCK:
-            postlex.eof = eof
-            try:
-                tree = parser.parse(source)
-            except UnexpectedToken as e:
-                raise _token_error(e, source, filename, eof, postlex) from None
-        _check_depth(tree, filename)
-        return _Builder(filename, eof).transform(tree)
+        try:
+            return _parse(parser, source, filename, eof, tree=False)
+        except lalr.Redo:
+            # A node too deep, or an error of the builder: parse in Lark's
+            # order (the whole tree, its depth, then the builder), so that a
+            # later syntax error, or the first node too deep, is the one told.
+            return _parse(parser, source, filename, eof, tree=True)
     except _LexError as e:
         raise TilecError(e.message, ir.Span(filename, e.line, e.col, e.line, e.end_col)) from None
     except UnexpectedCharacters as e:
         raise _char_error(e, text, filename) from None
-    except VisitError as e:
-        if isinstance(e.orig_exc, TilecError):
-            raise e.orig_exc from None
-        raise
+
+
+def _parse(parser: lalr.Parser, source: str, filename: str, eof, tree: bool) -> ir.Module:
+    postlex = _Indentation(eof)
+    builder = _Builder(filename, eof)
+    try:
+        result = parser.parse(source, postlex, builder, tree=tree, max_depth=MAX_DEPTH)
+    except UnexpectedToken as e:
+        raise _token_error(e, source, filename, eof, postlex) from None
+    except (TilecError, RecursionError):
+        if tree:
+            raise
+        raise lalr.Redo() from None
+    if not tree:
+        return result
+    _check_depth(result, filename)
+    return _transform(builder, result)
+
+
+def _transform(builder, node: Tree):
+    """The builder's value of a parse tree, children first."""
+    children = [_transform(builder, c) if isinstance(c, Tree) else c for c in node.children]
+    return getattr(builder, node.data)(node.meta, children)
 
 
 MAX_DEPTH = 100
@@ -315,9 +298,7 @@ _COMPARISONS = frozenset({"==", "!=", "<", "<=", ">", ">="})
 def _terminal_texts() -> dict:
     """Terminal name -> the text it stands for: the literal of a keyword or
     punctuation terminal, the terminal's own name for the others."""
-    return {
-        t.name: t.pattern.value if t.pattern.type == "str" else t.name for t in _lark().terminals
-    } | {"_INDENT": "_INDENT", "_DEDENT": "_DEDENT", "$END": "$END"}
+    return _parser().terminal_texts | {"_INDENT": "_INDENT", "_DEDENT": "_DEDENT", "$END": "$END"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -459,13 +440,13 @@ _ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
 _ESCAPE_RE = re.compile(r"\\(.)")
 
 
-@v_args(meta=True)
-class _Builder(Transformer):
+class _Builder:
     """One per parse: holds the file name for spans and the bookkeeping that
-    the grammar cannot express (literal folding, layout assembly)."""
+    the grammar cannot express (literal folding, layout assembly).  A method
+    per node name gets the node's position and its children (tokens, values,
+    None for an absent `[x]`), called children first."""
 
     def __init__(self, filename: str, eof):
-        super().__init__(visit_tokens=False)
         self.file = filename
         self.eof = eof
         # The literal most recently built from a number token, so that `-3`
