@@ -11,7 +11,6 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -89,12 +88,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _run(args, sources)
     except TilecError as err:
         if args.traceback:
-            traceback.print_exc()
+            _print_traceback()
         sys.stderr.write(err.render(sources) + "\n")
         return 1
     except Exception:  # noqa: BLE001 - anything else is a bug in tilec
         if args.traceback:
-            traceback.print_exc()
+            _print_traceback()
         kind, value, _ = sys.exc_info()
         sys.stderr.write(f"tilec: internal compiler error: {kind.__name__}: {value}\n")
         for note in getattr(value, "__notes__", ()):
@@ -102,6 +101,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not args.traceback:
             sys.stderr.write("This is a bug in tilec; rerun with --traceback for the full traceback.\n")
         return 2
+
+
+def _print_traceback() -> None:
+    import traceback  # only for --traceback: a compile that succeeds does not load it
+
+    traceback.print_exc()
 
 
 def _run(args, sources: dict) -> int:

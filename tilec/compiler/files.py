@@ -12,7 +12,6 @@ clears.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from pathlib import Path
 from typing import Union
@@ -25,7 +24,7 @@ def write_atomic(path: Union[str, Path], data: Union[str, bytes], mode: int = 0o
     by the umask like any new file.  Raises OSError."""
     path = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    tmp = path.parent / f".{path.name}.{os.urandom(4).hex()}{TEMP_SUFFIX}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as f:
