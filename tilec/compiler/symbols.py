@@ -536,10 +536,28 @@ def check_element(buf: Buffer, e: ir.Index) -> None:
 
 def analyze_kernel(kernel: ir.Kernel, module: ir.Module, target: Target) -> KernelSymbols:
     """The symbols and launch configuration of `kernel` (located errors for
-    undefined names, wrong arguments, conflicting declarations...)."""
+    undefined names, wrong arguments, conflicting declarations...).
+
+    Memoized on the kernel object (the IR is frozen): the verifier and the
+    passes that read a kernel without rewriting it (check-protocol, then
+    infer-scope) ask about the same object, and each analysis costs a walk
+    of the whole kernel.  The memo keeps the last few analyses, with their
+    kernels alive (so an id is never reused while its entry is kept); the
+    result also depends on the names of the module's consts and helpers,
+    which are part of the key.  Callers read the result, never change it."""
+    helpers = frozenset(h.name for h in module.helpers)
+    consts = frozenset(c.name for c in module.consts)
+    for entry in _ANALYSES:
+        if entry[0] is kernel and entry[1] == target and entry[2] == helpers and entry[3] == consts:
+            return entry[4]
     a = _Analyzer(kernel, module, target)
     a.run()
+    _ANALYSES.insert(0, (kernel, target, helpers, consts, a.syms))
+    del _ANALYSES[4:]
     return a.syms
+
+
+_ANALYSES: list = []  # (kernel, target, helper names, const names, KernelSymbols), newest first
 
 
 class _Analyzer:

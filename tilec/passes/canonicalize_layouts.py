@@ -52,31 +52,47 @@ def _layout_kwargs(node: ir.Node) -> ir.Node:
     if not any(k.name == "layout" and isinstance(k.value, ir.LayoutLit) for k in node.kwargs):
         return node
     kwargs = tuple(
-        attrs.evolve(k, value=canonical_lit(k.value))
+        _keep(k, value=canonical_lit(k.value))
         if k.name == "layout" and isinstance(k.value, ir.LayoutLit)
         else k
         for k in node.kwargs
     )
-    return attrs.evolve(node, kwargs=kwargs)
+    return _keep(node, kwargs=kwargs)
 
 
 def _param(p: ir.Param) -> ir.Param:
     if isinstance(p.layout, ir.LayoutLit):
-        return attrs.evolve(p, layout=canonical_lit(p.layout))
+        return _keep(p, layout=canonical_lit(p.layout))
     return p
+
+
+def _keep(node: ir.Node, **fields) -> ir.Node:
+    """`node` with `fields` replaced, or `node` itself when every new value
+    is the old one (tuples item by item): a kernel whose layouts were all
+    canonical stays the same object, so the analyses memoized on it
+    (`analyze_kernel`) carry over to the passes after this one."""
+    for name, value in fields.items():
+        old = getattr(node, name)
+        if value is old:
+            continue
+        if isinstance(value, tuple) and isinstance(old, tuple) and len(value) == len(old) \
+                and all(a is b for a, b in zip(value, old)):
+            continue
+        return visit.evolve(node, **fields)
+    return node
 
 
 def canonicalize_module(module: ir.Module) -> ir.Module:
     consts = tuple(
-        attrs.evolve(c, value=canonical_lit(c.value)) if isinstance(c.value, ir.LayoutLit) else c
+        _keep(c, value=canonical_lit(c.value)) if isinstance(c.value, ir.LayoutLit) else c
         for c in module.consts
     )
     kernels = tuple(
-        attrs.evolve(
+        _keep(
             k,
             params=tuple(_param(p) for p in k.params),
             body=tuple(visit.transform(s, _layout_kwargs) for s in k.body),
         )
         for k in module.kernels
     )
-    return attrs.evolve(module, consts=consts, kernels=kernels)
+    return _keep(module, consts=consts, kernels=kernels)
