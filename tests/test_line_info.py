@@ -95,3 +95,51 @@ def test_statements_keep_their_spans_to_the_emitter():
     missing = [n for n in walk(module) if isinstance(n, ir.Stmt) and not isinstance(n, ir.TensorMap)
                and n.span is None]
     assert missing == []
+
+
+OUT_OF_BOUNDS = """\
+target sm_80
+
+kernel oob(A: f32[64]):
+    t = thread_id([64])
+    A[t + 64] = 1.0
+"""
+
+_LAUNCH = """
+import sys
+import numpy as np
+import tilec
+from tilec.compiler.passmanager import Options
+kernel = tilec.compile(sys.argv[1], options=Options(line_info=True)).kernel("oob")
+kernel(np.zeros(64, np.float32))
+"""
+
+
+@pytest.mark.gpu
+def test_compute_sanitizer_reports_the_tile_line(tmp_path):
+    """The line information reaches the tools: compute-sanitizer's memcheck,
+    catching the out-of-bounds store of a kernel compiled with line info,
+    names the `.tile` file and the line of the store."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from tilec.runtime import driver
+
+    if shutil.which("compute-sanitizer") is None:
+        pytest.skip("compute-sanitizer is not on PATH")
+    if driver.device().compute_capability < (8, 0):
+        pytest.skip("sm_80 code needs compute capability 8.0")
+    source = tmp_path / "oob.tile"
+    source.write_text(OUT_OF_BOUNDS)
+    line = OUT_OF_BOUNDS.splitlines().index("    A[t + 64] = 1.0") + 1
+    env = dict(os.environ, TILEC_CACHE_DIR=str(tmp_path / "cache"),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run(
+        ["compute-sanitizer", "--tool", "memcheck", sys.executable, "-c", _LAUNCH, str(source)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    report = done.stdout + done.stderr
+    assert "Invalid __global__ write" in report, report[-3000:]
+    assert f"oob.tile:{line}" in report, report[-3000:]

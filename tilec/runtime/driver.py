@@ -156,6 +156,12 @@ def _load(image: bytes, verbose: bool):
         opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
     ] + ([opt.CU_JIT_LOG_VERBOSE] if verbose else [])
     values = [error_log, _LOG_BYTES, info_log, _LOG_BYTES] + ([1] if verbose else [])
+    if b"\n\t.loc " in image:
+        # PTX compiled with line info (`-g`): the JIT keeps its `.loc` lines
+        # only when asked (ptxas' -lineinfo), and without them
+        # compute-sanitizer, cuda-gdb and Nsight cannot name `.tile` lines.
+        options.append(opt.CU_JIT_GENERATE_LINE_INFO)
+        values.append(1)
     status, module = cu.cuModuleLoadDataEx(image, len(options), options, values)
     if status != cu.CUresult.CUDA_SUCCESS:
         log = "\n".join(
