@@ -83,6 +83,13 @@ def _check_int(value, what: str, minimum: int) -> None:
         raise LayoutError(f"{what} must be an integer >= {minimum}, got {value!r}")
 
 
+def _iters(items) -> tuple:
+    """The converter of the iterator fields: `tuple`, as a Python function
+    (attrs reads a converter's signature when the class is made, and the
+    signature of a builtin costs a tokenizer start in every process)."""
+    return tuple(items)
+
+
 @attrs.frozen
 class TileLayout:
     """`swizzle * S[shard] + R[replica] + O[offset]`; see the module docstring.
@@ -92,8 +99,8 @@ class TileLayout:
     offsets non-negative, axes known, and that no thread axis is sent past its
     extent (a lane above 31)."""
 
-    shard: tuple[Iter, ...] = attrs.field(converter=tuple)
-    replica: tuple[Iter, ...] = attrs.field(default=(), converter=tuple)
+    shard: tuple[Iter, ...] = attrs.field(converter=_iters)
+    replica: tuple[Iter, ...] = attrs.field(default=(), converter=_iters)
     offset: tuple[tuple[str, int], ...] = attrs.field(default=(), converter=_offsets)
     swizzle: Optional[Swizzle] = None
 
