@@ -88,6 +88,12 @@ def build() -> dict:
 
     lexer_of = [scanner(lexer.lexers[state]) for state in order]
     root = scanner(lexer.root_lexer)
+    rank = {name: i for i, name in enumerate(scanners[root][4])}
+    for s in scanners:
+        # every lexer tries its terminals in the root lexer's order (Lark
+        # sorts them all by one key): the run-time parser relies on it
+        ranks = [rank[name] for name in s[4] if name in rank]
+        assert ranks == sorted(ranks), s[4]
     texts = {t.name: t.pattern.value if isinstance(t.pattern, PatternStr) else t.name for t in parser.terminals}
     return {
         "grammar": grammar_text(),
@@ -122,11 +128,12 @@ def _canonical_states(states: dict, start) -> list:
 
 
 def _scanner(basic) -> tuple:
-    """(pattern, keywords, allowed, ignore) of one of Lark's basic lexers:
-    the alternation it matches (one named group per terminal, in Lark's
-    order), {terminal: {text: keyword terminal}} for the terminals whose
-    matches may be keywords, the terminals it reports as expected when
-    nothing matches, and the terminals it skips."""
+    """(pattern, keywords, allowed, ignore, terminals) of one of Lark's
+    basic lexers: the alternation it matches (one named group per terminal,
+    in Lark's order), {terminal: {text: keyword terminal}} for the terminals
+    whose matches may be keywords, the terminals it reports as expected when
+    nothing matches, the terminals it skips, and the terminals of the
+    alternation in its order."""
     scanner = basic.scanner
     (mre,) = scanner._mres
     keywords = {}
@@ -138,7 +145,8 @@ def _scanner(basic) -> tuple:
         keywords[name] = dict(sorted(words.items()))
     assert not mre.flags & ~32, "the scanner's regex flags are re's defaults"  # re.UNICODE
     allowed = scanner.allowed_types - basic.ignore_types or {"<END-OF-FILE>"}
-    return (mre.pattern, keywords, tuple(sorted(allowed)), tuple(sorted(basic.ignore_types)))
+    terminals = tuple(t.name for t in scanner.terminals)
+    return (mre.pattern, keywords, tuple(sorted(allowed)), tuple(sorted(basic.ignore_types)), terminals)
 
 
 def _rule(rule) -> tuple:

@@ -98,17 +98,18 @@ _COMPILED: dict = {}  # pattern -> compiled regex, shared by all parsers
 
 
 class _Scanner:
-    __slots__ = ("pattern", "keywords", "allowed", "ignore", "_regex")
+    __slots__ = ("pattern", "keywords", "allowed", "ignore", "terminals", "_regex")
 
-    def __init__(self, pattern, keywords, allowed, ignore):
+    def __init__(self, pattern, keywords, allowed, ignore, terminals):
         self.pattern, self.keywords = pattern, keywords
         self.allowed, self.ignore = frozenset(allowed), frozenset(ignore)
+        self.terminals = frozenset(terminals)
         self._regex = None
 
     @property
     def match(self):
-        """The compiled alternation's `match` (compiled on first use: a parse
-        visits a fraction of the states)."""
+        """The compiled alternation's `match` (compiled on first use: most
+        states are read through the root lexer's, see `Parser._lex`)."""
         if self._regex is None:
             regex = _COMPILED.get(self.pattern)
             if regex is None:
@@ -133,12 +134,23 @@ class Parser:
     def _lex(self, text: str, state_stack: list):
         """The tokens of `text`, each read by the lexer of the state the
         parser is in when it asks for it (a generator: the parser has taken
-        every earlier token by then)."""
+        every earlier token by then).
+
+        Each state's lexer tries its terminals in the root lexer's order, so
+        where the root lexer's match is a terminal of the state's, it is the
+        state's match too (no terminal of the state's before it matched), and
+        where the root lexer matches nothing, no keyword does either (NAME
+        would).  Only a match of a terminal the state lacks needs the
+        state's own expression: most states' are never compiled (each costs
+        a regex compile in every process)."""
         lexer_of = self.lexer_of
+        root_match = self.root.match
         pos, line, line_start, end = 0, 1, 0, len(text)
         while pos < end:
             scanner = lexer_of[state_stack[-1]]
-            m = scanner.match(text, pos)
+            m = root_match(text, pos)
+            if m is not None and m.lastgroup not in scanner.terminals:
+                m = scanner.match(text, pos)
             if m is None:
                 raise self._unexpected(scanner, text, pos, line, pos - line_start + 1, state_stack)
             value = m.group()
