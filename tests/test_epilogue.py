@@ -21,7 +21,7 @@ from tilec.runtime.assemble import assemble
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "examples" / "hopper"
 EPILOGUE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_small_m", "gemm_small_m_split_k",
-                    "gemm_stream_k")
+                    "gemm_stream_k", "gemm_small_m_stream_k")
 
 
 def write(directory: Path, files: dict) -> None:
@@ -384,6 +384,21 @@ def test_small_m_epilogue_in_the_simulator():
     D = np.full((m, n), np.nan, np.float16)
     wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "bias": bias, "R": R})
     assert relative_error(D, reference(A, B, bias, R, 0.5, "ACT_SILU")) < 2e-3
+
+
+def test_small_m_stream_k_epilogue_in_the_simulator():
+    """Both of gemm_small_m_stream_k's stores: 3 slabs x 3 K tiles on 2 CTAs,
+    slabs 0 and 2 whole (stored directly), slab 1 summed from two CTAs."""
+    m, n, k, sms = 16, 192, 3 * 64, 2
+    A, B, bias, R = operands(m, n, k)
+    r = build("gemm_small_m_stream_k", M=m, N=n, K=k, SM_COUNT=sms, STAGES=2, ALPHA=0.5, HAS_BIAS=True,
+              ACT="ACT_SILU", HAS_RESIDUAL=True)
+    D = np.full((m, n), np.nan, np.float16)
+    W = np.full((sms, 2, 64, m), np.nan, np.float32)
+    C = np.zeros(n // 64, np.int32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "W": W, "C": C, "bias": bias, "R": R})
+    assert relative_error(D, reference(A, B, bias, R, 0.5, "ACT_SILU")) < 2e-3
+    assert not C.any()
 
 
 @pytest.fixture
