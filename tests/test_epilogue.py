@@ -6,6 +6,8 @@ default epilogue adds nothing to the PTX, every configuration assembles,
 and hgemm_v7 with a bias, an activation and a residual computes
 act(alpha A B^T + bias) + R in the PTX simulator (and the decode kernel
 on D^T), and (`gpu`) on an H100 or H200 against torch."""
+import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -332,6 +334,25 @@ def test_unsupported_epilogues_are_compile_errors(defines, message):
     with pytest.raises(TilecError, match=message) as info:
         build("hgemm_v7", **defines)
     assert info.value.span is not None
+
+
+STORE_TILE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_stream_k")
+GLOBAL_LOAD = re.compile(r"\bld\.global(?:\.[a-z]+)*?(?:\.v(\d))?\.[bfsu](\d+)\s")
+
+
+def global_loads(ptx: str) -> Counter:
+    """The global loads of a PTX text by width in bytes (a vector's whole width)."""
+    return Counter(int(v or 1) * int(bits) // 8 for v, bits in GLOBAL_LOAD.findall(ptx))
+
+
+@pytest.mark.parametrize("name", STORE_TILE_KERNELS)
+def test_the_residual_is_read_with_wide_loads(name):
+    """store_tile copies R's slice into the f16 registers before the
+    epilogue, so the loads a residual adds to a kernel are 4 bytes or more
+    (a thread's two adjacent columns at once), never one 2-byte element."""
+    added = global_loads(build(name, HAS_RESIDUAL=True).ptx) - global_loads(build(name).ptx)
+    assert added, "the residual adds no global load"
+    assert min(added) >= 4, dict(added)
 
 
 ACTIVATIONS = {
