@@ -1,4 +1,8 @@
 """The dispatch registry, exercised with toy variants in a private Registry."""
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from tilec.compiler import ir
@@ -14,6 +18,7 @@ from tilec.passes.dispatch import (
     select,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 SPAN = ir.Span("k.tile", 12, 5, 12, 30)
 ALL = ("ampere", "hopper", "blackwell")
 
@@ -318,3 +323,40 @@ def test_fresh_names_avoid_the_kernel_and_each_other():
     assert (c.fresh("tmp"), c.symbols) == ("tmp_1", "opaque")
     with pytest.raises(ValueError):
         names.fresh("not a name")
+
+
+def test_fresh_names_avoiding_a_kernel_take_all_its_identifiers():
+    loop = ir.For("i", "range", ir.Int(0), ir.Int(4), ir.Int(1), (ir.Assign((ir.Name("tmp"),), ir.Name("desc")),))
+    k = ir.Kernel("k", (ir.Param("desc", "u64"),), (loop,))
+    module = ir.Module(None, (ir.Const("N", ir.Int(8)),), (), (k,))
+    names = NameGen.avoiding(k, module)
+    assert [names.fresh(h) for h in ("desc", "i", "tmp", "N", "x")] == ["desc_1", "i_1", "tmp_1", "N_1", "x"]
+
+
+# --------------------------------------------------------------------------
+# variant packages
+# --------------------------------------------------------------------------
+
+
+def test_each_variant_registers_for_the_primitive_its_package_is_named_after():
+    """Dispatch loads `dispatch/<op>/` when a call of `op` is first lowered:
+    that registers every variant of `op` only if no variant of `op` lives
+    in another primitive's package (and a fresh process sees which package
+    each import registered)."""
+    script = (
+        "from tilec.compiler.builtins import TILE_PRIMITIVES\n"
+        "from tilec.passes.dispatch import REGISTRY, load_variants\n"
+        "for op in sorted(TILE_PRIMITIVES):\n"
+        "    before = {o: REGISTRY.variants(o) for o in TILE_PRIMITIVES}\n"
+        "    load_variants(op)\n"
+        "    for o in TILE_PRIMITIVES:\n"
+        "        new = REGISTRY.variants(o)\n"
+        "        if o != op:\n"
+        "            assert new == before[o], (op, o)\n"
+        "    assert REGISTRY.variants(op), op\n"
+        "    for v in REGISTRY.variants(op):\n"
+        "        assert v.impl.__module__.startswith(f'tilec.passes.dispatch.{op}.'), (op, v.impl.__module__)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT)
+    assert out.stdout == "ok\n", out.stderr

@@ -178,10 +178,26 @@ class NameGen:
 
     def __init__(self, taken: Iterable[str] = ()):
         self._taken = set(taken)
+        self._unread = None  # (node, module) whose identifiers are taken too
+
+    @classmethod
+    def avoiding(cls, node: ir.Node, module: ir.Module | None = None) -> "NameGen":
+        """Names distinct from `identifiers(node, module=module)`, a walk
+        made at the first `fresh`: the IR is immutable, so the set is the
+        same then, and a pass that introduces no name (unroll of a kernel
+        without locals to rename, plan-tma without a copy to plan) walks the
+        kernel not at all."""
+        gen = cls()
+        gen._unread = (node, module)
+        return gen
 
     def fresh(self, hint: str) -> str:
         if not hint.isidentifier():
             raise ValueError(f"name hint {hint!r} is not an identifier")
+        if self._unread is not None:
+            node, module = self._unread
+            self._unread = None
+            self._taken |= identifiers(node, module=module)
         name, n = hint, 0
         while name in self._taken:
             n += 1

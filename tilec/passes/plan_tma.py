@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import attrs
 
-from tilec.compiler import ir, runtime_dims, visit
+from tilec.compiler import ir, runtime_dims
 from tilec.compiler.affine import to_expr
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
@@ -65,7 +65,7 @@ class _KernelPlanner:
         self.kernel = kernel
         self.target = target
         self.syms: KernelSymbols = analyze_kernel(kernel, module, target)
-        self.names = NameGen(visit.identifiers(kernel, module=module))
+        self.names = NameGen.avoiding(kernel, module)
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
         self.new: list = []
 

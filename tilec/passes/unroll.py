@@ -69,7 +69,7 @@ class _Unroller:
     declared before the statement in enclosing blocks."""
 
     def __init__(self, kernel: ir.Kernel):
-        self.names = NameGen(visit.identifiers(kernel))
+        self.names = NameGen.avoiding(kernel)
         self.copied = 0  # statements written by expand, for MAX_STATEMENTS
 
     def block(self, stmts, visible) -> tuple:

@@ -10,8 +10,9 @@ itself with the decorator:
     def lower(op, ctx):
         return [...]   # ir.Stmt list replacing the call, or raise Decline(reason)
 
-`load_variants` imports every module under this package, so that module is
-all a new variant needs.
+`load_variants(op)` imports every module under `<op>/` the first time a call
+of `op` is dispatched, so that module is all a new variant needs (and a
+compile loads only the variants of the primitives it uses).
 """
 from __future__ import annotations
 
@@ -36,16 +37,22 @@ from tilec.passes.dispatch.registry import (
 
 
 @functools.lru_cache(maxsize=None)
-def load_variants() -> None:
-    """Import every variant module, once per process (walking the package
-    lists directories, which every dispatched call would otherwise repeat)."""
-    for info in pkgutil.walk_packages(__path__, prefix=__name__ + "."):
+def load_variants(op: str) -> None:
+    """Import every module of the package of tile primitive `op`, once per
+    process (walking a package lists directories, which every dispatched call
+    would otherwise repeat).  A variant registers for the primitive its
+    package is named after and imports no other primitive's variants, so
+    the variants of `op` are then all registered, in the order of a load of
+    every package; loading only the primitives a compile dispatches spares a
+    small kernel's driver the import of some forty modules it never runs."""
+    package = importlib.import_module(f"{__name__}.{op}")
+    for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
         importlib.import_module(info.name)
 
 
 def select(op: TileOp, ctx: DispatchContext) -> Selection:
-    """`REGISTRY.select` with every variant module loaded."""
-    load_variants()
+    """`REGISTRY.select` with the variant modules of `op` loaded."""
+    load_variants(op.name)
     return REGISTRY.select(op, ctx)
 
 

@@ -36,7 +36,7 @@ def dispatch_module(module: ir.Module, target: Target) -> ir.Module:
     kernels = []
     for k in module.kernels:
         syms = analyze_kernel(k, module, target)
-        lowering = _Kernel(target, syms, NameGen(visit.identifiers(k, module=module)))
+        lowering = _Kernel(target, syms, NameGen.avoiding(k, module))
         kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
     return attrs.evolve(module, kernels=tuple(kernels))
 
