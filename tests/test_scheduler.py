@@ -91,6 +91,12 @@ def test_lowered_to_scalars():
     ("i += 1", "i += ts.next_tile()", r"ts.next_tile\(\) is a statement"),
     ("ts.init(bx)", "ts.init(bx)\n    ts = persistent_scheduler_2d(num_m_tiles=1, num_n_tiles=1, num_clusters=1)",
      "scheduler 'ts' is declared twice"),
+    ("ts.init(bx)", "ts.init(bx)\n    persistent_scheduler_2d(num_m_tiles=1, num_n_tiles=1, num_clusters=1)",
+     r"persistent_scheduler_2d\(...\) must be assigned to a name"),
+    # a bare call before a malformed declaration: the declaration is reported
+    ("ts.init(bx)", "ts.init(bx)\n    persistent_scheduler_2d(num_m_tiles=1, num_n_tiles=1, num_clusters=1)"
+     "\n    u, v = persistent_scheduler_2d(num_m_tiles=1, num_n_tiles=1, num_clusters=1)",
+     "must be assigned to one plain name"),
 ])
 def test_mistakes(old, new, message):
     assert old in WALK

@@ -192,11 +192,13 @@ def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
     decls = _declarations(k)
     if not decls:
         return k
-    names = NameGen(
-        {n.id for n in visit.walk(k) if isinstance(n, ir.Name)}
-        | {s.var for s in visit.walk(k) if isinstance(s, ir.For)}
-        | {p.name for p in k.params}
-    )
+    taken = {p.name for p in k.params}
+    for n in visit.walk(k):
+        if isinstance(n, ir.Name):
+            taken.add(n.id)
+        elif isinstance(n, ir.For):
+            taken.add(n.var)
+    names = NameGen(taken)
     dims = {e.id for p in k.params for e in p.shape or () if isinstance(e, ir.Name)}
     schedulers = {}
     for name, call in decls.items():
@@ -205,17 +207,26 @@ def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
 
 
 def _declarations(k: ir.Kernel) -> Dict[str, ir.Call]:
+    """The scheduler declarations by name.  One walk finds the assignments
+    and the calls; the assignments are checked first, then the calls, each
+    in walk order, so the first error reported is the same as two walks'."""
+    assigns, calls = [], []
+    for node in visit.walk(k):
+        if isinstance(node, ir.Call):
+            if node.func == CONSTRUCTOR:
+                calls.append(node)
+        elif isinstance(node, ir.Assign) and isinstance(node.value, ir.Call) and node.value.func == CONSTRUCTOR:
+            assigns.append(node)
     found: Dict[str, ir.Call] = {}
-    for node in visit.walk(k):
-        if isinstance(node, ir.Assign) and isinstance(node.value, ir.Call) and node.value.func == CONSTRUCTOR:
-            if len(node.targets) != 1 or not isinstance(node.targets[0], ir.Name) or node.type is not None:
-                raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to one plain name", node.span)
-            name = node.targets[0].id
-            if name in found:
-                raise TilecError(f"scheduler '{name}' is declared twice", node.span)
-            found[name] = node.value
-    for node in visit.walk(k):
-        if isinstance(node, ir.Call) and node.func == CONSTRUCTOR and not any(node is c for c in found.values()):
+    for node in assigns:
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ir.Name) or node.type is not None:
+            raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to one plain name", node.span)
+        name = node.targets[0].id
+        if name in found:
+            raise TilecError(f"scheduler '{name}' is declared twice", node.span)
+        found[name] = node.value
+    for node in calls:
+        if not any(node is c for c in found.values()):
             raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to a name", node.span)
     return found
 

@@ -253,13 +253,23 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
     """The elements of register region `reg` each thread holds, by slot.
     `Decline` when whether a slot's element is in the region depends on the
     thread (a region that cuts through the thread pattern)."""
+    held = _held_slots(reg, st)
+    shift = st.offset_exprs(axes)
+    return [
+        Held(s, c, tuple(add(ir.Int(b), shift[d]) for b, d in zip(base, reg.dims)), base) for s, c, base in held
+    ]
+
+
+def _held_slots(reg: Region, st: Storage) -> list:
+    """`held_elements` as (slot, coord, base) triples, without the index
+    expressions (which `register_pairs`, naming thread-0 registers, never
+    reads: building them was most of its time)."""
     starts = reg.const_starts()
     if starts is None:
         raise Decline(f"the region of register buffer '{reg.name}' must have compile-time bounds")
     reach = [0] * len(reg.extents)
     for t in st.terms:
         reach[t.dim] += (t.extent - 1) * t.inner
-    shift = st.offset_exprs(axes)
     out = []
     for s, c in enumerate(st.slots):
         if c is None:
@@ -273,9 +283,7 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
                 f"region '{print_expr(reg.expr)}' splits the elements of register slot {s} "
                 "between threads; copy whole fragments"
             )
-        base = tuple(c[d] - starts[d] for d in reg.dims)
-        index = tuple(add(ir.Int(b), shift[d]) for b, d in zip(base, reg.dims))
-        out.append(Held(s, c, index, base))
+        out.append((s, c, tuple(c[d] - starts[d] for d in reg.dims)))
     return out
 
 
@@ -315,13 +323,14 @@ def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
         )
     slot_of = {c: s for s, c in enumerate(sd.slots) if c is not None}
     pairs = []
-    for h in held_elements(src, ss, axis_exprs(ss, threads)):
+    axis_exprs(ss, threads)  # `Decline` where the kernel declares no id that gives a position ss uses
+    for _, coord, base in _held_slots(src, ss):
         cd = list(dstarts)
-        for d, b in zip(dst.dims, h.base):
+        for d, b in zip(dst.dims, base):
             cd[d] += b
         if tuple(cd) not in slot_of:
-            raise Decline(f"thread 0 holds {src.name}{list(h.coord)} but not {dst.name}{cd}; the layouts do not match")
-        pairs.append((tuple(cd), h.coord))
+            raise Decline(f"thread 0 holds {src.name}{list(coord)} but not {dst.name}{cd}; the layouts do not match")
+        pairs.append((tuple(cd), coord))
     return pairs, ss
 
 
