@@ -18,12 +18,14 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
 from tilec.pipeline import compile_source
+from tilec.runtime import dims as runtime_dims
 from tilec.runtime.assemble import assemble
+from tilec.runtime.launch import LaunchError, check_args
 
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "examples" / "hopper"
 EPILOGUE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_small_m", "gemm_small_m_split_k",
-                    "gemm_stream_k", "gemm_small_m_stream_k")
+                    "gemm_stream_k", "gemm_small_m_stream_k", "hgemm_v7_runtime")
 
 
 def write(directory: Path, files: dict) -> None:
@@ -336,7 +338,7 @@ def test_unsupported_epilogues_are_compile_errors(defines, message):
     assert info.value.span is not None
 
 
-STORE_TILE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_stream_k")
+STORE_TILE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_stream_k", "hgemm_v7_runtime")
 GLOBAL_LOAD = re.compile(r"\bld\.global(?:\.[a-z]+)*?(?:\.v(\d))?\.[bfsu](\d+)\s")
 
 
@@ -420,6 +422,42 @@ def test_small_m_stream_k_epilogue_in_the_simulator():
     wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "W": W, "C": C, "bias": bias, "R": R})
     assert relative_error(D, reference(A, B, bias, R, 0.5, "ACT_SILU")) < 2e-3
     assert not C.any()
+
+
+def test_runtime_v7_epilogue_in_the_simulator():
+    """hgemm_v7_runtime (M, N, K bound at launch) with a scale, a bias, GELU
+    and a residual: one 128 x 128 tile, R copied from a buffer whose row
+    stride is the runtime N."""
+    m, n, k = 128, 128, 64
+    A, B, bias, R = operands(m, n, k)
+    r = build("hgemm_v7_runtime", BLK_N=128, ALPHA=0.5, HAS_BIAS=True, ACT="ACT_GELU", HAS_RESIDUAL=True)
+    entry = r.meta["kernels"][0]
+    env = {"M": m, "N": n, "K": k}
+    hidden = runtime_dims.device_values(entry["params"], {**env, runtime_dims.SM_COUNT: 1})
+    maps = [runtime_dims.tensormap_for(t, env) for t in entry["tensormaps"]]
+    meta = {"kernels": [{**entry, "grid": (1, 1, 1), "tensormaps": maps}]}
+    D = np.full((m, n), np.nan, np.float16)
+    wgmma_ptx_sim.run(r.ptx, meta, {"A": A, "B": B, "D": D, "bias": bias, "R": R, **hidden, **env})
+    assert relative_error(D, reference(A, B, bias, R, 0.5, "ACT_GELU")) < 2e-3
+
+
+@pytest.mark.parametrize("defines", [{"HAS_BIAS": True}, {"HAS_RESIDUAL": True}])
+def test_runtime_v7_refuses_ragged_tiles_with_a_bias_or_residual(defines):
+    """The epilogue reads whole tiles of bias and R, so with either the
+    launch refuses an M or N that is not a multiple of the tile (without
+    them ragged edges are fine: the TMA clips)."""
+    entry = build("hgemm_v7_runtime", BLK_N=128, **defines).meta["kernels"][0]
+    n, k = 256, 64
+
+    def args(m):
+        extra = [np.zeros(n, np.float16)] if defines.get("HAS_BIAS") else [np.zeros((m, n), np.float16)]
+        return [np.zeros((m, k), np.float16), np.zeros((n, k), np.float16), np.zeros((m, n), np.float16), *extra]
+
+    check_args(entry["params"], args(256), entry["tensormaps"], assumes=entry["assumes"], sm_count=132)
+    with pytest.raises(LaunchError, match=r"M and N must be multiples of the tile .*M = 200"):
+        check_args(entry["params"], args(200), entry["tensormaps"], assumes=entry["assumes"], sm_count=132)
+    plain = build("hgemm_v7_runtime", BLK_N=128).meta["kernels"][0]
+    check_args(plain["params"], args(200)[:3], plain["tensormaps"], assumes=plain["assumes"], sm_count=132)
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 at launch from the arrays' shapes.  The compiled PTX runs on the PTX
 simulator at several shapes from one compile; the launch binds, checks and
 replays them against the fake driver of tests/test_runtime_launch.py."""
+import re
 import struct
 
 import numpy as np
@@ -114,6 +115,39 @@ def test_without_the_assumption_the_vector_access_is_refused():
         compile_source(text, "dims.tile", "sm_90a")
 
 
+STAGE = """
+const ALIGN = 1
+
+kernel stage(X: f16[M, N], Y: f16[M, N]):
+    assume(N >= 64 and N % ALIGN == 0, "rows of whole chunks")
+    bx = cta_id([M])
+    tx = thread_id([8])
+    pool = smem_pool()
+    row = pool.alloc((64,), f16)
+    pool.commit()
+    copy(row[:], X[bx, 0 : 64])
+    cuda.cta_sync()
+    copy(Y[bx, 0 : 64], row[:])
+"""
+
+
+@pytest.mark.parametrize("align, width", [(1, "u16"), (2, "b32"), (8, "v4.b32"), (16, "v4.b32")])
+def test_tile_copies_of_a_runtime_buffer_are_as_wide_as_the_assumes_allow(align, width):
+    """`copy` over a region of a buffer with runtime extents moves vectors
+    as wide as its row stride (N, a multiple of ALIGN by the assume), the
+    start and the alignment allow -- the same proof the emitter makes --
+    and copies the row."""
+    result = compile_source(STAGE, "stage.tile", "sm_90a", defines={"ALIGN": align})
+    assemble(result.ptx, "sm_90a")
+    assert set(re.findall(r"\b(?:ld|st)\.global\.([\w.]+)", result.ptx)) == {width}
+    m, n = 3, 64 + 16 * align
+    x = np.random.default_rng(align).standard_normal((m, n)).astype(np.float16)
+    y = np.zeros((m, n), np.float16)
+    Sim(result.ptx, "stage").run({"X": x, "Y": y, "M": m, "N": n}, grid=(m, 1, 1),
+                                 dynamic_smem=result.meta["kernels"][0]["dynamic_smem"])
+    assert np.array_equal(y[:, :64], x[:, :64]) and not y[:, 64:].any()
+
+
 BAD = [
     ("kernel k(A: f32[n] layout S[8 : 1]):\n    pass\n", "runtime extents and a layout"),
     ("kernel k(n: i32, A: f32[n]):\n    pass\n", "'n' is a scalar parameter"),
@@ -128,7 +162,7 @@ BAD = [
     ("kernel k(A: f32[n]):\n    tx = thread_id([n])\n", "'extents' must be a compile-time shape"),
     ("kernel k(A: f32[n], x: i32):\n    bx = cta_id([n // x])\n", "a grid extent may use only"),
     (
-        "kernel k(A: f32[n]):\n    s = alloc((128,), f32, scope=\"shared\")\n    copy(s, A[0:128])\n",
+        "kernel k(A: f32[n]):\n    v = A.view(128)\n",
         "needs the shape of 'A' at compile time, but its extent\\(s\\) n are bound at launch",
     ),
 ]
@@ -285,8 +319,8 @@ def test_one_hgemm_compile_computes_a_ragged_tile():
     last one ragged (K = 72)."""
     import wgmma_ptx_sim
 
-    text = (EXAMPLES / "hopper" / "hgemm_v7_runtime.tile").read_text()
-    result = compile_source(text, "hgemm_v7_runtime.tile", "sm_90a")
+    path = EXAMPLES / "hopper" / "hgemm_v7_runtime.tile"
+    result = compile_source(path.read_text(), str(path), "sm_90a")  # the path: it includes gemm_epilogue.tile
     assemble(result.ptx, "sm_90a")
     entry = result.meta["kernels"][0]
     assert [t["dims"] for t in entry["tensormaps"]] == [["K", "M"], ["K", "N"], ["N", "M"]]

@@ -36,14 +36,18 @@ class Divisors:
     """`of(expr)`: a number known to divide `expr`, the way the emitter
     proves vector alignment (`tilec.compiler.divisors`) -- names bound to
     a value are as divisible as every expression assigned to them, range
-    loop variables as their start and step -- so that a vector width chosen
-    here is one the emitter accepts."""
+    loop variables as their start and step, a runtime extent as its
+    `assume`s state (`symbols.dims`) -- so that a vector width chosen here
+    is one the emitter accepts."""
 
-    def __init__(self, kernel: ir.Kernel):
-        self.sources = _assignments(kernel)
+    def __init__(self, symbols):
+        self.sources = _assignments(symbols.kernel)
+        self.dims = symbols.dims
         self.cache: Dict[str, int] = {}
 
     def name(self, name: str) -> int:
+        if name in self.dims:
+            return self.dims[name].divisor
         if name in self.cache:
             return self.cache[name]
         self.cache[name] = 1  # a cycle proves nothing
@@ -71,8 +75,10 @@ def vector_ok(r: Region, v: int, divisors: Divisors) -> bool:
         return True
     buf = r.buffer
     last = len(buf.shape) - 1
-    if not r.dims or r.dims[-1] != last or r.extents[last] % v:
+    if not r.dims or r.dims[-1] != last or r.extents[last] is None or r.extents[last] % v:
         return False
+    if buf.runtime_dims:
+        return _runtime_vector_ok(r, v, divisors)
     layout = buf.tile_layout
     g = group(layout, buf.shape)
     dims = [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
@@ -88,6 +94,23 @@ def vector_ok(r: Region, v: int, divisors: Divisors) -> bool:
     if buf.align % (v * buf.elem_bytes):
         return False
     return divisors.of(r.starts[last]) % v == 0
+
+
+def _runtime_vector_ok(r: Region, v: int, divisors: Divisors) -> bool:
+    """`vector_ok` for a row-major buffer with runtime extents, as the
+    emitter proves it (`_runtime_vector_address`): every row stride (a
+    product of later extents, a runtime one counting as the multiple its
+    `assume` states), the start along the last dim and the buffer's
+    alignment are multiples of the access."""
+    buf = r.buffer
+    stride = 1
+    for extent in reversed(buf.shape[1:]):
+        stride *= divisors.name(extent) if isinstance(extent, str) else extent
+        if stride % v:
+            return False
+    if buf.align % (v * buf.elem_bytes):
+        return False
+    return divisors.of(r.starts[-1]) % v == 0
 
 
 def widths(elem_bytes: int) -> list:

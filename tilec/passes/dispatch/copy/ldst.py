@@ -68,7 +68,7 @@ def memory_to_memory(op, ctx, dst: Region, src: Region) -> list:
     threads = Threads(ctx.symbols)
     scope = scope_of(op)
     tid = threads.require(threads.index(scope), f"each thread's position in its {scope}")
-    divisors = Divisors(ctx.symbols.kernel)
+    divisors = Divisors(ctx.symbols)
     v = next(v for v in widths(DTYPES[dst.dtype].bytes) if vector_ok(dst, v, divisors) and vector_ok(src, v, divisors))
     return spread(
         ctx, threads.size(scope), tid, dst.shape, v,
@@ -92,7 +92,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region) -> list:
         )
     axes = axis_exprs(st, threads)
     held = held_elements(reg, st, axes)
-    divisors = Divisors(ctx.symbols.kernel)
+    divisors = Divisors(ctx.symbols)
     eb = DTYPES[reg.dtype].bytes
     # registers move as vectors only when each holds exactly one element (not i8/i16, widened to 32 bits)
     vectors = eb >= 2 and value_type_of_dtype(reg.dtype) == reg.dtype

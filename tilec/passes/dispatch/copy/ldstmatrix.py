@@ -73,7 +73,7 @@ def lower(op, ctx):
     st = storage(reg.buffer, threads)
     if st.scope != "warp" or dict(st.used).get("laneid") != 32:
         raise Decline(f"'{reg.name}' is not spread over the 32 lanes of a warp")
-    if not smem.dims or not vector_ok(smem, ROWS, Divisors(ctx.symbols.kernel)):
+    if not smem.dims or not vector_ok(smem, ROWS, Divisors(ctx.symbols)):
         raise Decline(
             f"the rows of '{print_expr(smem.expr)}' are not contiguous, 16-byte aligned runs of 8 "
             "elements along its last dim"

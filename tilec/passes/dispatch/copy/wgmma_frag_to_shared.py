@@ -73,7 +73,7 @@ def _fragment_shape(op, ctx):
 def lower(op, ctx) -> List[ir.Stmt]:
     smem, frag = copy_operands(op, ctx)
     rows, cols = frag.shape
-    if not vector_ok(smem, ROWS, Divisors(ctx.symbols.kernel)):
+    if not vector_ok(smem, ROWS, Divisors(ctx.symbols)):
         raise Decline(
             f"the rows of '{smem.name}' are not contiguous, 16-byte aligned runs of 8 elements along its last dim"
         )

@@ -80,7 +80,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> list:
     eb = DTYPES[dst.dtype].bytes
     if DTYPES[dst.dtype].bits < 8:
         raise TilecError(f"copy_async: {dst.dtype} elements are packed; copy them as bytes (u8)", op.span)
-    divisors = Divisors(ctx.symbols.kernel)
+    divisors = Divisors(ctx.symbols)
     v = next(v for v in widths(eb) if vector_ok(dst, v, divisors) and vector_ok(src, v, divisors))
     size = v * eb
     if args["cache"] == "cg" and size != 16:

@@ -140,7 +140,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     k = np.concatenate(offsets[:, 0, :]) - offsets[0, 0, 0]
     tiles = [(0, a * per_row) for a in range(count)]
     sm = shared_matrix("tcgen05", s, int(offsets[0, 0, 0]), mn, k, tiles, (ATOM_LANES, per_row),
-                       Divisors(ctx.symbols.kernel), "the shared source", majors=("K",))
+                       Divisors(ctx.symbols), "the shared source", majors=("K",))
     desc = ctx.fresh("tcgen05_cp_desc")
     base = ctx.fresh("tcgen05_tmem")
     dyn = tmem_columns(t, what)

@@ -183,7 +183,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     k_steps = K // mma_k
     blocks = [(nb * n_mma, kk * mma_k) for nb in range(N // n_mma) for kk in range(k_steps)]
 
-    divisors = Divisors(ctx.symbols.kernel)
+    divisors = Divisors(ctx.symbols)
     B = operand_matrix("tcgen05", c.B, c.trans_b, sorted({(n0 // cg, k0) for n0, k0 in blocks}),
                        (n_mma // cg, mma_k), divisors, "gemm_async's B")
     if c.A.scope == "tmem":

@@ -257,7 +257,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     threads = Threads(ctx.symbols)
     acc = fragment_elements(o.C, threads, [(MMA_M * i, n_inst * j) for i in range(m_tiles) for j in range(n_tiles)],
                             n_inst, "the accumulator", packed=DTYPES[o.C.dtype].bits == 16)
-    divisors = Divisors(ctx.symbols.kernel)
+    divisors = Divisors(ctx.symbols)
     b = shared_operand(o.B, o.trans_b, [(n_inst * j, k_inst * kk) for j in range(n_tiles) for kk in range(k_steps)],
                        (n_inst, k_inst), divisors, "B")
     stmts: List[ir.Stmt] = []
