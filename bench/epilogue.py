@@ -2,7 +2,7 @@
 hgemm_v7 without one, and with each of its steps and all of them, in one
 run on one device.  A benchmark, not a test.
 
-    python3 bench/epilogue.py [--size 4096] [--runs 50]
+    python3 bench/epilogue.py [--size 4096] [--runs 50] [--compile-only]
 
 (tilec installed; else PYTHONPATH=. from the repo root.)  D = act(A B^T +
 bias) + R at M = N = K = size, f16, each variant compiled with its -D
@@ -13,17 +13,19 @@ Times are CUDA-event medians over the runs after a warm-up, each launch
 queued behind a GPU sleep (bench/tma_copy.py), so launch cost is not
 measured.  The last row is torch (cuBLAS matmul, then its own bias, GELU
 and residual kernels) for reference.
+
+--compile-only compiles every variant (SM_COUNT 132) and prints the global
+loads in its PTX by width, with no GPU (torch is imported only to time):
+the epilogue's bias and residual reads, e.g. R's 4-byte loads.
 """
 from __future__ import annotations
 
 import argparse
+import re
+from collections import Counter
 from pathlib import Path
 
-import torch
-
 from tilec.pipeline import compile_source
-from tilec.runtime.module import CompiledModule
-from tma_copy import median_ms
 
 SOURCE = Path(__file__).resolve().parent.parent / "examples" / "hopper" / "hgemm_v7.tile"
 VARIANTS = {
@@ -36,7 +38,20 @@ VARIANTS = {
 MAX_ERROR = 2e-3
 
 
-def reference(A, B, bias, R, config) -> torch.Tensor:
+def compile_variant(size: int, sms: int, config: dict):
+    defines = {"M": size, "N": size, "K": size, "SM_COUNT": sms, **config}
+    return compile_source(SOURCE.read_text(), str(SOURCE), target="sm_90a", defines=defines)
+
+
+def global_loads(ptx: str) -> str:
+    """The PTX's ld.global instructions, counted by type (`b32: 128`)."""
+    kinds = Counter(re.findall(r"\bld\.global(?:\.[a-z]+)*?\.((?:v\d\.)?[bfsu]\d+)\s", ptx))
+    return ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())) or "none"
+
+
+def reference(A, B, bias, R, config):
+    import torch
+
     x = A.float() @ B.float().T
     if config.get("HAS_BIAS"):
         x = x + bias.float()
@@ -48,6 +63,8 @@ def reference(A, B, bias, R, config) -> torch.Tensor:
 
 
 def inputs(size):
+    import torch
+
     A = torch.randn(size, size, device="cuda").half()
     B = (torch.randn(size, size, device="cuda") / size**0.5).half()
     bias = torch.randn(size, device="cuda").half()
@@ -60,16 +77,25 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--compile-only", action="store_true", help="compile, print the global loads, no GPU")
     args = parser.parse_args()
     size = args.size
+    if args.compile_only:
+        for name, config in VARIANTS.items():
+            print(f"{name:<20}{global_loads(compile_variant(size, 132, config).ptx)}")
+        return
+    import torch
+
+    from tilec.runtime.module import CompiledModule
+    from tma_copy import median_ms
+
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     print(f"{torch.cuda.get_device_name(0)}; hgemm_v7 f16 {size}^3, SM_COUNT {sms}; median of {args.runs} runs")
     print(f"{'epilogue':<20}{'ms':>9}{'TFLOP/s':>9}{'vs none':>9}{'error':>10}")
     flop = 2.0 * size**3
     base = None
     for name, config in VARIANTS.items():
-        defines = {"M": size, "N": size, "K": size, "SM_COUNT": sms, **config}
-        r = compile_source(SOURCE.read_text(), str(SOURCE), target="sm_90a", defines=defines)
+        r = compile_variant(size, sms, config)
         kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
         A, B, bias, R = inputs(size)
         D = torch.full((size, size), float("nan"), device="cuda", dtype=torch.half)
