@@ -90,6 +90,29 @@ def test_the_gpu_sleep_assembles_for_every_target():
         assemble(autotune._SLEEP_PTX, target)  # no warning
 
 
+def test_the_gpu_sleep_is_one_thread_on_the_given_stream(monkeypatch):
+    """The launch itself, against a fake driver entry point (the GPU test
+    below times it): one thread, on the stream asked for, with its duration."""
+    import ctypes
+
+    from tilec.runtime import driver
+
+    launched = []
+
+    def fake_launch(config, function, params, extra):
+        ns = ctypes.cast(ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))[0], ctypes.POINTER(ctypes.c_uint64))[0]
+        launched.append((function, (config.gridDimX, config.gridDimY, config.gridDimZ),
+                         (config.blockDimX, config.blockDimY, config.blockDimZ), int(config.hStream), ns))
+        return (driver.cu.CUresult.CUDA_SUCCESS,)
+
+    monkeypatch.setattr(autotune, "_sleep_function", None)
+    monkeypatch.setattr(driver, "load_module", lambda image: "module")
+    monkeypatch.setattr(driver, "get_function", lambda module, name: name)
+    monkeypatch.setattr(driver.cu, "cuLaunchKernelEx", fake_launch)
+    autotune._gpu_sleep(7, 1234)
+    assert launched == [("tilec_autotune_sleep", (1, 1, 1), (1, 1, 1), 7, 1234)]
+
+
 @pytest.mark.gpu
 def test_the_gpu_sleep_keeps_the_stream_busy():
     """Timed launches queue behind it: it must last at least as asked."""

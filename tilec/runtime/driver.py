@@ -244,6 +244,30 @@ def function_address(function) -> int:
     return int(function)
 
 
+def launch(
+    function, grid, block, cluster, dynamic_smem: int, stream: int, params_address: int
+) -> None:
+    """cuLaunchKernelEx for a function that is not a tilec kernel (the
+    autotuner's GPU sleep); tilec kernels launch through their launcher.
+    `params_address` is the address of the void* parameter array (0 for
+    none), and a cluster other than (1, 1, 1) becomes the cluster-dimension
+    attribute."""
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = block
+    config.sharedMemBytes = dynamic_smem
+    config.hStream = cu.CUstream(stream)
+    if tuple(cluster) != (1, 1, 1):
+        attr = cu.CUlaunchAttribute()
+        attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+        config.attrs = [attr]
+        config.numAttrs = 1
+    else:
+        config.numAttrs = 0
+    call(cu.cuLaunchKernelEx, config, function, params_address, 0)
+
+
 def event_create() -> object:
     """A CUevent that records timing (for `event_elapsed_ms`)."""
     device()
