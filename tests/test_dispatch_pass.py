@@ -138,3 +138,14 @@ def test_lane_dependent_conditions_leave_lanes_out(code, guard):
 def test_warp_conditions_keep_whole_warps():
     text = GUARDED.replace("CODE", "if wid == 1:\n        warp.copy(A, D_f)")
     assert "st.global.v2.b32" in compile_source(text, "k.tile").ptx
+
+
+def test_map_children_replaces_other_fields_in_the_same_rebuild():
+    span = ir.Span("k.tile", 3, 1, 3, 9)
+    leaf = ir.Name("x")
+    located = visit.map_children(leaf, lambda n: n, span=span)
+    assert (located, located.span) == (leaf, span)
+    node = ir.Binary("+", ir.Name("a"), ir.Int(1))
+    new = visit.map_children(node, lambda n: ir.Name("b") if n == ir.Name("a") else n, span=span)
+    assert (new, new.span, new.rhs is node.rhs) == (ir.Binary("+", ir.Name("b"), ir.Int(1)), span, True)
+    assert visit.map_children(node, lambda n: n) is node  # nothing changed, nothing asked: the same node

@@ -86,14 +86,16 @@ def walk(node: ir.Node) -> Iterator[ir.Node]:
             push(kids)
 
 
-def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
-    """Rebuild `node` with `fn` applied to each direct child (not recursive)."""
+def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.Node:
+    """Rebuild `node` with `fn` applied to each direct child (not recursive);
+    fields in `also` are replaced in the same rebuild (one node built, not
+    two, where a caller changes a field besides the children)."""
     cls = type(node)
     getter = _GETTERS[cls] if cls in _GETTERS else _getter(cls)
     if getter is None:
-        return node
+        return evolve(node, **also) if also else node
     Node = ir.Node
-    changes = None
+    changes = also or None
     for name, value in zip(_CHILD_FIELDS[cls], getter(node)):
         if isinstance(value, Node):
             new = fn(value)

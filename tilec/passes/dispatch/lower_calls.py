@@ -102,9 +102,7 @@ def _locate(node: ir.Node, span, located: dict) -> ir.Node:
         done = located.get(id(n))
         if done is not None:
             return done[1]
-        new = visit.map_children(n, fn)
-        if new.span is None:
-            new = visit.evolve(new, span=span)
+        new = visit.map_children(n, fn) if n.span is not None else visit.map_children(n, fn, span=span)
         located[id(n)] = (n, new)  # `n` kept alive so that its id is not reused
         return new
 
