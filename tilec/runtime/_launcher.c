@@ -531,6 +531,21 @@ static int read_stream(Launcher *self, PyObject *stream, void **out) {
     return 0;
 }
 
+/* Everything of a launch's config but its stream: `dims`, and the block,
+ * shared bytes and cluster the launcher was configured with. */
+static void fill_config(Launcher *self, LaunchConfig *config, const unsigned int dims[3]) {
+    config->grid_x = dims[0];
+    config->grid_y = dims[1];
+    config->grid_z = dims[2];
+    config->block_x = self->block[0];
+    config->block_y = self->block[1];
+    config->block_z = self->block[2];
+    config->shared_bytes = self->shared_bytes;
+    int clustered = self->cluster[0] * self->cluster[1] * self->cluster[2] != 1;
+    config->attrs = clustered ? &self->attribute : NULL;
+    config->num_attrs = clustered ? 1 : 0;
+}
+
 #define MISS() do { PyErr_Clear(); return -1; } while (0)
 
 /* The launch of `args` (a tuple) with a remembered signature: -1 (a miss:
@@ -559,16 +574,7 @@ static int replay(Launcher *self, PyObject *args, PyObject *grid, PyObject *stre
         if (a->kind == KIND_SCALAR) memcpy(entry->pointers[a->slot], scalars[i], scalar_bytes(a->code));
     }
     entry->last_used = ++self->clock;
-    config.grid_x = dims[0];
-    config.grid_y = dims[1];
-    config.grid_z = dims[2];
-    config.block_x = self->block[0];
-    config.block_y = self->block[1];
-    config.block_z = self->block[2];
-    config.shared_bytes = self->shared_bytes;
-    int clustered = self->cluster[0] * self->cluster[1] * self->cluster[2] != 1;
-    config.attrs = clustered ? &self->attribute : NULL;
-    config.num_attrs = clustered ? 1 : 0;
+    fill_config(self, &config, dims);
     return self->launch(&config, self->function, self->nslots ? entry->pointers : NULL, NULL);
 }
 
@@ -596,17 +602,8 @@ static PyObject *Launcher_launch_params(Launcher *self, PyObject *call) {
     }
     if (read_dims(grid, dims, "grid")) return NULL;
     LaunchConfig config;
-    config.grid_x = dims[0];
-    config.grid_y = dims[1];
-    config.grid_z = dims[2];
-    config.block_x = self->block[0];
-    config.block_y = self->block[1];
-    config.block_z = self->block[2];
-    config.shared_bytes = self->shared_bytes;
     config.stream = (void *)(uintptr_t)stream;
-    int clustered = self->cluster[0] * self->cluster[1] * self->cluster[2] != 1;
-    config.attrs = clustered ? &self->attribute : NULL;
-    config.num_attrs = clustered ? 1 : 0;
+    fill_config(self, &config, dims);
     return PyLong_FromLong(self->launch(&config, self->function, (void **)(uintptr_t)params, NULL));
 }
 
