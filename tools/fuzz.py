@@ -33,7 +33,6 @@ from collections import Counter
 from pathlib import Path
 
 import attrs
-from lark.exceptions import VisitError
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -161,8 +160,6 @@ def outcome(text: str, target: str, timeout: float) -> Outcome:
         kind, exc = "Timeout", err
     except RecursionError as err:  # before Exception: its traceback is huge
         kind, exc = "RecursionError", err
-    except VisitError as err:  # lark wraps what a parser callback raises, the alarm's Timeout too
-        kind, exc = ("Timeout" if isinstance(err.orig_exc, Timeout) else type(err).__name__), err
     except Exception as err:  # noqa: BLE001 -- every other exception is the finding
         kind, exc = type(err).__name__, err
     finally:
