@@ -200,6 +200,20 @@ def test_the_dependencies_are_the_files_the_parse_pass_reads(tmp_path):
         (str(HOPPER / "gemm_epilogue.tile"), (HOPPER / "gemm_epilogue.tile").read_text()),)
 
 
+def test_a_file_reached_under_two_names_is_one_dependency(tmp_path):
+    """Like the parse pass, `dependencies` takes a file once however it is
+    named: through a directory link back to its own directory, a file that
+    includes itself under a longer name each time is read once, not until
+    the path is too long to open."""
+    from tilec.compiler import source
+
+    write(tmp_path, {"x.tile": 'include "link/x.tile"\nconst Q = 1\n'})
+    (tmp_path / "link").symlink_to(".")
+    main = tmp_path / "main.tile"
+    main.write_text('include "x.tile"\ninclude "link/x.tile"\nkernel k():\n    pass\n')
+    assert [Path(p).name for p, _ in source.dependencies(main.read_text(), str(main))] == ["x.tile"]
+
+
 def test_editing_an_included_file_is_a_new_cache_entry(tmp_path, monkeypatch):
     import tilec
 

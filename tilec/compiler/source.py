@@ -82,9 +82,10 @@ def dependencies(text: str, filename: str) -> tuple:
                 path = include_path(m.group(1), name)
             except TilecError:
                 continue  # the compile refuses the line
-            if path in seen:
+            real = os.path.realpath(path)  # the parse pass's notion of one file
+            if real in seen:
                 continue
-            seen.add(path)
+            seen.add(real)
             try:
                 included = read(path)
             except TilecError:
