@@ -54,8 +54,10 @@ def _getter(cls):
 
 
 def _child_list(node: ir.Node) -> list:
-    cls = type(node)
-    getter = _GETTERS[cls] if cls in _GETTERS else _getter(cls)
+    try:
+        getter = _GETTERS[type(node)]
+    except KeyError:
+        getter = _getter(type(node))
     if getter is None:
         return []
     Node = ir.Node
@@ -74,16 +76,29 @@ def children(node: ir.Node) -> Iterator[ir.Node]:
 
 
 def walk(node: ir.Node) -> Iterator[ir.Node]:
-    """Every node below and including `node`, pre-order."""
+    """Every node below and including `node`, pre-order.  (`_child_list`
+    written out in the loop: a walk visits every node of a kernel, and the
+    call per node was a third of its time.)"""
     stack = [node]
-    pop, push = stack.pop, stack.extend
+    pop, getters, Node = stack.pop, _GETTERS, ir.Node
     while stack:
         node = pop()
         yield node
-        kids = _child_list(node)
+        try:
+            getter = getters[type(node)]
+        except KeyError:
+            getter = _getter(type(node))
+        if getter is None:
+            continue
+        kids = []
+        for value in getter(node):
+            if isinstance(value, Node):
+                kids.append(value)
+            elif isinstance(value, tuple):
+                kids += [item for item in value if isinstance(item, Node)]
         if kids:
             kids.reverse()
-            push(kids)
+            stack += kids
 
 
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.Node:
@@ -91,7 +106,10 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.
     fields in `also` are replaced in the same rebuild (one node built, not
     two, where a caller changes a field besides the children)."""
     cls = type(node)
-    getter = _GETTERS[cls] if cls in _GETTERS else _getter(cls)
+    try:
+        getter = _GETTERS[cls]
+    except KeyError:
+        getter = _getter(cls)
     if getter is None:
         return evolve(node, **also) if also else node
     Node = ir.Node
@@ -114,20 +132,46 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.
     return evolve(node, **changes) if changes else node
 
 
-_INIT_FIELDS: dict = {}
-"""Node class -> the names of all its fields (every IR field is an `__init__`
-argument of the same name)."""
+_INIT: dict = {}
+"""Node class -> (a function returning the values of its positional fields
+as a tuple, each such field's position).  Every IR class takes its fields
+as positional `__init__` arguments of the same names, in order, and then
+`span` as its one keyword-only argument (`ir._span`)."""
 
 
 def evolve(node: ir.Node, **changes) -> ir.Node:
     """`attrs.evolve(node, **changes)` for IR nodes, without asking attrs for
-    the fields of the class at each call (a transform rebuilds thousands of
-    nodes)."""
+    the fields of the class at each call, and passing them by position (a
+    transform rebuilds thousands of nodes)."""
     cls = type(node)
-    names = _INIT_FIELDS.get(cls)
-    if names is None:
-        names = _INIT_FIELDS[cls] = tuple(f.name for f in attrs.fields(cls))
-    return cls(**{n: changes[n] if n in changes else getattr(node, n) for n in names})
+    try:
+        getter, position = _INIT[cls]
+    except KeyError:
+        getter, position = _INIT[cls] = _init_spec(cls)
+    values = getter(node)
+    span = node.span
+    if changes:
+        values = list(values)
+        for name, value in changes.items():
+            if name == "span":
+                span = value
+            else:
+                values[position[name]] = value
+    return cls(*values, span=span)
+
+
+def _init_spec(cls) -> tuple:
+    fields = attrs.fields(cls)
+    assert [f.name for f in fields if f.kw_only] == ["span"], f"{cls.__name__}: only `span` is keyword-only"
+    names = tuple(f.name for f in fields if not f.kw_only)
+    if len(names) > 1:
+        getter = operator.attrgetter(*names)
+    elif names:
+        one = operator.attrgetter(names[0])
+        getter = lambda n: (one(n),)  # noqa: E731
+    else:
+        getter = lambda n: ()  # noqa: E731
+    return getter, {name: i for i, name in enumerate(names)}
 
 
 def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:

@@ -64,10 +64,11 @@ def bit_type(t: str) -> str:
 
 
 def width(t: str) -> int:
-    if t in POINTER_TYPES:
-        return POINTER_TYPES[t]
-    return {"bool": 1, "f16": 16, "bf16": 16, "e4m3": 16, "e5m2": 16, "i32": 32, "u32": 32, "f32": 32,
-            "i64": 64, "u64": 64, "f64": 64}[t]
+    return _WIDTH[t]
+
+
+_WIDTH = {"bool": 1, "f16": 16, "bf16": 16, "e4m3": 16, "e5m2": 16, "i32": 32, "u32": 32, "f32": 32,
+          "i64": 64, "u64": 64, "f64": 64, **POINTER_TYPES}
 
 
 @attrs.frozen
