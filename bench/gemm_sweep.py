@@ -57,43 +57,52 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# hgemm_v7's tile shapes (BLK_M, BLK_N): the fraction of the large tile's
-# per-SM rate each is assumed to reach when every SM is busy (a prior for
-# ranking, not a measurement: a 64-row tile has one consumer warpgroup and
-# reads B from shared memory once per 64 rows, a narrow tile pays its
-# epilogue and pipeline fill over fewer FLOPs), and the (STAGES, GROUP)
-# settings to time for it (STAGES as deep as shared memory allows and one
-# less; GROUP 8 and 16).
-V7_TILES = {
-    (128, 256): (1.0, [(4, 8), (4, 16)]),
-    (128, 192): (0.97, [(4, 8), (4, 16)]),
-    (128, 128): (0.9, [(6, 8), (6, 16), (4, 8)]),
-    (64, 256): (0.85, [(5, 8), (5, 16)]),
-    (64, 192): (0.82, [(6, 8), (6, 16)]),
-    (64, 128): (0.75, [(8, 8), (8, 16)]),
-    (64, 64): (0.55, [(8, 8), (12, 8)]),
-}
+# hgemm_v7's shared memory (examples/hopper/hgemm_v7.tile's header): 1 KiB
+# for the barriers, STAGES x (BLK_M + BLK_N) x 128 bytes of ring and BLK_M x
+# 256 bytes of staging tiles, within the 227 KiB an sm_90a block may use.
+V7_SMEM = 227 * 1024
+
+
+def v7_stages(bm: int, bn: int) -> int:
+    """The deepest ring a bm x bn tile of hgemm_v7 fits in shared memory."""
+    return (V7_SMEM - 1024 - bm * 256) // ((bm + bn) * 128)
+
+
+def v7_rate(bm: int, bn: int) -> float:
+    """The fraction of a 128x256 tile's per-SM rate a bm x bn tile is assumed
+    to reach when every SM is busy: a prior for ranking, not a measurement.
+    It falls as the operand bytes per FLOP, 1/bm + 1/bn, rise (a 64-row tile
+    has one consumer warpgroup and reads B once per 64 rows; a narrow tile
+    pays its pipeline fill and epilogue over fewer FLOPs), as 1 / (1 + 42 x
+    (1/bm + 1/bn)), the curve through the rates the sweep assumed for the
+    first tile shapes (128x192 0.97, 128x128 0.9, 64x128 0.75)."""
+    def speed(m, n):
+        return 1 / (1 + 42 * (1 / m + 1 / n))
+    return speed(bm, bn) / speed(128, 256)
 
 
 def v7_space(m: int, n: int, sms: int, keep: int = 4) -> list[dict]:
     """hgemm_v7's configurations for an M x N output on `sms` SMs.  A
     persistent CTA runs one tile at a time, so a tile shape's time goes as
-    the waves it needs, ceil(tiles / sms), times its area over its rate:
-    512 x 6144 is 96 tiles of 128x256 (one wave, 36 SMs idle) but 128 of
-    128x192.  The `keep` best tile shapes by that count (and the default
-    128x256) are timed, each with its settings; GROUP settings that give the
-    same schedule (no more M tiles than the group) are timed once."""
+    the waves it needs, ceil(tiles / sms), times its area over its rate
+    (`v7_rate`): 512 x 10240 is 160 tiles of 128x256 (1.21 waves, so two)
+    but 256 of 128x160 (two nearly full waves of smaller tiles).  Every
+    BLK_M (64, 128) and BLK_N (a multiple of 16 from 64 to 256) that fits
+    the output is ranked; the `keep` best (and the default 128x256) are
+    timed, each with the deepest ring that fits (`v7_stages`) and GROUP 8
+    and 16 (timed once where they give the same schedule: no more M tiles
+    than the group)."""
     def cost(tile):
-        (bm, bn), rate = tile, V7_TILES[tile][0]
-        return cdiv(cdiv(m, bm) * cdiv(n, bn), sms) * bm * bn / rate
-    fits = [t for t in V7_TILES if m >= t[0] and n >= t[1]]
+        bm, bn = tile
+        return cdiv(cdiv(m, bm) * cdiv(n, bn), sms) * bm * bn / v7_rate(bm, bn)
+    fits = [(bm, bn) for bm in (128, 64) for bn in range(256, 63, -16) if m >= bm and n >= bn]
     tiles = sorted(fits, key=cost)[:keep]
     if (128, 256) in fits and (128, 256) not in tiles:
         tiles.append((128, 256))
     space = []
     for bm, bn in tiles:
-        for stages, group in V7_TILES[bm, bn][1]:
-            config = {"BLK_M": bm, "BLK_N": bn, "STAGES": stages, "GROUP": min(group, max(8, cdiv(m, bm)))}
+        for group in (8, 16):
+            config = {"BLK_M": bm, "BLK_N": bn, "STAGES": v7_stages(bm, bn), "GROUP": min(group, max(8, cdiv(m, bm)))}
             if config not in space:
                 space.append(config)
     return space

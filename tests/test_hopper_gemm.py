@@ -80,13 +80,19 @@ def test_v7_specializes_warps(default_builds):
     assert "mbarrier.arrive.shared::cta.b64" in ptx  # consumers release stages
 
 
-@pytest.mark.parametrize("blk_m, blk_n, stages", [(128, 192, 4), (128, 128, 6), (64, 256, 5), (64, 192, 6),
-                                                  (64, 128, 8), (64, 64, 12)])
+# Tile shapes with the deepest ring each fits (the header's rule)
+TILE_SHAPES = [(128, 192, 4), (128, 128, 6), (64, 256, 5), (64, 192, 6), (64, 128, 8), (64, 64, 13),
+               (128, 240, 4), (128, 224, 4), (128, 176, 5), (128, 160, 5), (128, 80, 7), (64, 208, 6),
+               (64, 112, 9)]
+
+
+@pytest.mark.parametrize("blk_m, blk_n, stages", TILE_SHAPES)
 def test_v7_tile_shapes_compile_and_assemble(blk_m, blk_n, stages):
     """Every tile shape the tuner offers: one m64nBLK_Nk16 wgmma shape, one
     consumer warpgroup per 64 rows (each raising its registers once), each
-    consumer's stage releases counted, and the ring deep as configured
-    within the 227 KiB an sm_90a CTA may have."""
+    consumer's stage releases counted, and the ring as deep as the header's
+    rule says fits the 227 KiB an sm_90a CTA may have (one stage more would
+    not)."""
     r = build(7, M=1024, N=1024, K=1024, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages)
     assemble(r.ptx, "sm_90a")  # no warning: the wgmmas are not serialized
     assert set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.(m\d+n\d+k\d+)", r.ptx)) == {f"m64n{blk_n}k16"}
@@ -94,20 +100,44 @@ def test_v7_tile_shapes_compile_and_assemble(blk_m, blk_n, stages):
     assert r.ptx.count("setmaxnreg.inc.sync.aligned.u32 232;") == consumers
     (kernel,) = r.meta["kernels"]
     assert kernel["block"] == [128 * (1 + consumers), 1, 1]
+    assert kernel["grid"] == [132, 1, 1]
     stage_bytes = (blk_m + blk_n) * 64 * 2
-    assert stages * stage_bytes < kernel["dynamic_smem"] <= 227 * 1024
+    assert kernel["dynamic_smem"] == 1024 + stages * stage_bytes + blk_m * 256
+    assert kernel["dynamic_smem"] <= 227 * 1024 < kernel["dynamic_smem"] + stage_bytes
+
+
+@pytest.mark.parametrize("blk_n, widths", [(256, [64] * 4), (192, [64] * 3), (160, [64, 64, 32]),
+                                           (176, [64, 64, 32, 16]), (80, [64, 16]), (112, [64, 32, 16])])
+def test_v7_epilogue_stores_64_32_and_16_columns(blk_n, widths):
+    """A tile's columns leave in TMA stores of 64, then 32, then 16 columns
+    (what BLK_N % 64 leaves), each staged in a tile whose swizzle spans its
+    row (128, 64, 32 bytes), so each store is one box; every store is one
+    cp.async.bulk.tensor per consumer warpgroup."""
+    r = build(7, M=1024, N=1024, K=1024, BLK_N=blk_n, STAGES=3)
+    assemble(r.ptx, "sm_90a")
+    (kernel,) = r.meta["kernels"]
+    boxes = sorted((t["box"][0], t["swizzle"]) for t in kernel["tensormaps"] if t["tensor"] == "D")
+    assert boxes == sorted({(w, {64: "128B", 32: "64B", 16: "32B"}[w]) for w in widths})
+    assert r.ptx.count("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group") == 2 * len(widths)
+    assert "st.shared" not in r.ptx  # the registers go to shared memory by stmatrix alone
 
 
 @pytest.mark.parametrize("defines, message", [
     ({"BLK_M": 96}, "BLK_M must be 64 or 128"),
-    ({"BLK_N": 160}, "BLK_N must be 64, 128, 192 or 256"),
-    ({"BLK_N": 320}, "BLK_N must be 64, 128, 192 or 256"),
+    ({"BLK_N": 168}, "BLK_N must be a multiple of 16 from 64 to 256"),
+    ({"BLK_N": 48}, "BLK_N must be a multiple of 16 from 64 to 256"),
+    ({"BLK_N": 272}, "BLK_N must be a multiple of 16 from 64 to 256"),
     ({"M": 64, "BLK_M": 128}, "must be at least one tile"),
     ({"N": 128, "BLK_N": 192}, "must be at least one tile"),
 ])
 def test_v7_unsupported_tiles_are_compile_errors(defines, message):
     with pytest.raises(TilecError, match=f"assertion failed: .*{message}"):
         build(7, **{"M": 1024, "N": 1024, "K": 1024, **defines})
+
+
+def test_v7_ring_too_deep_for_shared_memory_is_a_compile_error():
+    with pytest.raises(TilecError, match="shared memory reaches .* over the 232448 bytes"):
+        build(7, M=1024, N=1024, K=1024, BLK_N=160, STAGES=6)
 
 
 def test_bf16_versions_compile():
@@ -184,6 +214,23 @@ def test_v7_two_consumers_192_wide_tiles():
     assert relative_error(D, ref) < 1e-3
 
 
+def test_v7_one_consumer_176_wide_tiles():
+    """64x176 tiles (stores of 64, 64, 32 and 16 columns) over a ragged
+    136 x 344 output on 2 persistent CTAs: the last row of tiles 8 rows
+    high, the last column's 32-column store full and its 16-column store 8
+    columns wide."""
+    D, ref = simulate(7, 136, 344, 192, SM_COUNT=2, BLK_M=64, BLK_N=176, STAGES=3)
+    assert relative_error(D, ref) < 1e-3
+
+
+def test_v7_odd_store_count_alternates_staging_across_tiles():
+    """128x160 tiles make three stores each (64, 64, 32), so a CTA's second
+    tile starts on the other staging tile; the second tile is 8 of its 32
+    last columns wide."""
+    D, ref = simulate(7, 128, 328, 128, SM_COUNT=1, BLK_N=160, STAGES=3)
+    assert relative_error(D, ref) < 1e-3
+
+
 # --------------------------------------------------------------------------
 # On the GPU (H100)
 # --------------------------------------------------------------------------
@@ -217,7 +264,8 @@ def test_matches_numpy_on_the_gpu(hopper, version, m, n, k):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("blk_m, blk_n, stages", [(128, 192, 4), (64, 256, 5), (64, 192, 6), (64, 128, 8),
-                                                  (64, 64, 12)])
+                                                  (64, 64, 12), (128, 160, 5), (128, 240, 4), (64, 176, 7),
+                                                  (128, 80, 7)])
 def test_v7_tile_shapes_match_numpy_on_the_gpu(hopper, blk_m, blk_n, stages):
     """Each tile shape on a ragged output: partial tiles on every edge, K not a multiple of 64."""
     assert run_on_gpu(7, 1000, 1032, 1064, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages) < 1e-2
