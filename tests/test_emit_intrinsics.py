@@ -28,6 +28,7 @@ CALL_LINE = PRELUDE.count("\n") + 1
 EXAMPLES = {
     "ptx.mbarrier.init": "ptx.mbarrier.init(bar.ptr_to([1]), 128)",
     "ptx.mbarrier.arrive": "ptx.mbarrier.arrive(bar.ptr_to([0]))",
+    "ptx.mbarrier.arrive.cluster": "ptx.mbarrier.arrive.cluster(bar.ptr_to([1]), 1)",
     "ptx.mbarrier.arrive.expect_tx": "ptx.mbarrier.arrive.expect_tx(bar.ptr_to([0]), 16384)",
     "ptx.mbarrier.try_wait": "ptx.mbarrier.try_wait(bar.ptr_to([0]), phase)",
     "ptx.fence.proxy_async": 'ptx.fence.proxy_async("shared::cta")',
@@ -145,6 +146,8 @@ EXPECT = {
     "cuda.cluster_sync": "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;",
     "ptx.cp_async.bulk.commit_group": "cp.async.bulk.commit_group;",
     "ptx.mbarrier.arrive": "mbarrier.arrive.shared::cta.b64 _, [",
+    "ptx.mbarrier.arrive.cluster": "mapa.shared::cluster.u32 %r{}, %r{}, 1;\n\t"
+                                   "mbarrier.arrive.shared::cluster.b64 _, [%r{}];",
     "ptx.tcgen05.encode_matrix_descriptor": "or.b64 %rd{}, %rd{}, 0x0000400800100000;",
     "ptx.tcgen05.mma": "tcgen05.mma.cta_group::1.kind::f16 [%r{}], %rd{}, %rd{}, 0x08100010, %p{};",
     "ptx.tcgen05.mma.block_scale": "tcgen05.mma.cta_group::1.kind::mxf8f6f4.block_scale [%r{}], %rd{}, %rd{}, "

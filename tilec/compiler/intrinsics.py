@@ -121,6 +121,19 @@ def _try_wait(e, a) -> None:
     e.wait_loop(f"mbarrier.try_wait.parity.shared::cta.b64 {done}, [{a.addr}], {a.phase};", done, a.addr, a.phase)
 
 
+def _mbarrier_arrive_cluster(e, a) -> None:
+    """`mapa` turns the CTA's own shared address into the address of the
+    same offset in CTA `cta` of the cluster, and the arrive goes there.  Its
+    semantics are the PTX default (release at CTA scope), as CUTLASS's
+    cluster barriers arrive: a release at cluster scope waits for the
+    thread's outstanding memory operations at every arrive, which a main
+    loop cannot afford, and a consumer releasing a stage has already waited
+    for the wgmmas that read it."""
+    remote = e.reg("u32")
+    e.line(f"mapa.shared::cluster.u32 {remote}, {a.addr}, {a.cta};")
+    e.line(f"mbarrier.arrive.shared::cluster.b64 _, [{remote}];")
+
+
 def _fence_proxy_async(e, a) -> None:
     e.line("fence.proxy.async;" if a.space is None else f"fence.proxy.async.{a.space};")
 
@@ -303,6 +316,11 @@ _TABLE = [
     Intrinsic("ptx.mbarrier.arrive", "addr: shared_addr", "sm_80",
               "mbarrier.arrive.shared::cta.b64 _, [{addr}];",
               doc="Arrive once on an mbarrier."),
+    Intrinsic("ptx.mbarrier.arrive.cluster", "addr: shared_addr, cta: value(u32)", "sm_90a",
+              _mbarrier_arrive_cluster, ranges={"cta": (0, 15)},
+              doc="Arrive once on the mbarrier at the same shared offset as `addr` in CTA `cta` (its rank, "
+                  "cta_id_in_cluster) of the cluster: a consumer releasing a stage that a multicast load "
+                  "fills in several CTAs."),
     Intrinsic("ptx.mbarrier.arrive.expect_tx", "addr: shared_addr, bytes: value(u32)", "sm_90a",
               "mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {bytes};", ranges={"bytes": (0, 2**20 - 1)},
               doc="Arrive and announce `bytes` of asynchronous (TMA) transfer the phase waits for."),
