@@ -81,7 +81,7 @@ def v7_rate(bm: int, bn: int) -> float:
     return speed(bm, bn) / speed(128, 256)
 
 
-def v7_space(m: int, n: int, sms: int, keep: int = 4) -> list[dict]:
+def v7_space(m: int, n: int, sms: int, keep: int = 4, clustered: int = 1) -> list[dict]:
     """hgemm_v7's configurations for an M x N output on `sms` SMs.  A
     persistent CTA runs one tile at a time, so a tile shape's time goes as
     the waves it needs, ceil(tiles / sms), times its area over its rate
@@ -91,7 +91,11 @@ def v7_space(m: int, n: int, sms: int, keep: int = 4) -> list[dict]:
     the output is ranked; the `keep` best (and the default 128x256) are
     timed, each with the deepest ring that fits (`v7_stages`) and GROUP 8
     and 16 (timed once where they give the same schedule: no more M tiles
-    than the group)."""
+    than the group); the `clustered` best of 128 rows also as 2-CTA
+    clusters (CLUSTER_M=2: M-adjacent tiles share their B tile by TMA
+    multicast), where M has two such tiles.  One, not more: on an H100 the
+    pairs ran within 3% of the same tiles unpaired, either way
+    (bench/RESULTS.md), so they are worth a timing, not several."""
     def cost(tile):
         bm, bn = tile
         return cdiv(cdiv(m, bm) * cdiv(n, bn), sms) * bm * bn / v7_rate(bm, bn)
@@ -105,6 +109,8 @@ def v7_space(m: int, n: int, sms: int, keep: int = 4) -> list[dict]:
             config = {"BLK_M": bm, "BLK_N": bn, "STAGES": v7_stages(bm, bn), "GROUP": min(group, max(8, cdiv(m, bm)))}
             if config not in space:
                 space.append(config)
+    for bm, bn in [t for t in tiles if t[0] == 128 and cdiv(m, 128) >= 2][:clustered]:
+        space.append({"BLK_M": bm, "BLK_N": bn, "STAGES": v7_stages(bm, bn), "GROUP": 8, "CLUSTER_M": 2})
     return space
 
 

@@ -129,10 +129,42 @@ def test_v7_epilogue_stores_64_32_and_16_columns(blk_n, widths):
     ({"BLK_N": 272}, "BLK_N must be a multiple of 16 from 64 to 256"),
     ({"M": 64, "BLK_M": 128}, "must be at least one tile"),
     ({"N": 128, "BLK_N": 192}, "must be at least one tile"),
+    ({"CLUSTER_M": 4}, "CLUSTER_M must be 1 or 2"),
+    ({"CLUSTER_M": 2, "SM_COUNT": 133}, "SM_COUNT must be a whole number of clusters"),
 ])
 def test_v7_unsupported_tiles_are_compile_errors(defines, message):
     with pytest.raises(TilecError, match=f"assertion failed: .*{message}"):
         build(7, **{"M": 1024, "N": 1024, "K": 1024, **defines})
+
+
+@pytest.mark.parametrize("blk_m, blk_n, stages", [(128, 256, 4), (128, 160, 5), (64, 176, 7)])
+def test_v7_cluster_pairs_share_b_by_multicast(blk_m, blk_n, stages):
+    """CLUSTER_M=2: 2-CTA clusters, each CTA loading its A tile alone and
+    half of the B tile into the same stage of both (one multicast load per
+    K step, mask 3); a consumer releases a stage in both CTAs (a local
+    arrive and, through mapa, one on the peer's barrier, at each of the two
+    releases of the main loop, per consumer warpgroup); the barriers are
+    initialised and the kernel left behind cluster barriers.  The default (CLUSTER_M=1) has none of it."""
+    r = build(7, M=1024, N=1024, K=1024, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages, CLUSTER_M=2)
+    assemble(r.ptx, "sm_90a")
+    (kernel,) = r.meta["kernels"]
+    assert kernel["cluster"] == [2, 1, 1] and kernel["grid"] == [132, 1, 1]
+    assert ".reqnctapercluster 2, 1, 1" in r.ptx
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\S*", r.ptx)
+    assert sorted(loads) == ["cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+                             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                             ".multicast::cluster"]
+    b_boxes = [t["box"] for t in kernel["tensormaps"] if t["tensor"] == "B"]
+    assert b_boxes == [[64, blk_n // 2]]
+    consumers = blk_m // 64
+    assert r.ptx.count("mapa.shared::cluster.u32") == 2 * consumers
+    assert r.ptx.count("mbarrier.arrive.shared::cluster.b64") == 2 * consumers
+    assert r.ptx.count("mbarrier.arrive.shared::cta.b64") == 2 * consumers
+    assert r.ptx.count("barrier.cluster.arrive.release.aligned;") == 2
+    assert re.search(rf"mbarrier\.init\.shared::cta\.b64 \[%r\d+\], {2 * consumers};", r.ptx)
+    default = build(7, M=1024, N=1024, K=1024, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages)
+    assert "cluster" not in default.meta["kernels"][0] or default.meta["kernels"][0]["cluster"] == [1, 1, 1]
+    assert "multicast" not in default.ptx and "mapa" not in default.ptx and "barrier.cluster" not in default.ptx
 
 
 def test_v7_ring_too_deep_for_shared_memory_is_a_compile_error():
@@ -269,3 +301,12 @@ def test_matches_numpy_on_the_gpu(hopper, version, m, n, k):
 def test_v7_tile_shapes_match_numpy_on_the_gpu(hopper, blk_m, blk_n, stages):
     """Each tile shape on a ragged output: partial tiles on every edge, K not a multiple of 64."""
     assert run_on_gpu(7, 1000, 1032, 1064, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("blk_m, blk_n, stages, m", [(128, 256, 4, 1000), (128, 160, 5, 1100), (64, 176, 7, 1000)])
+def test_v7_cluster_pairs_match_numpy_on_the_gpu(hopper, blk_m, blk_n, stages, m):
+    """2-CTA clusters with B multicast on a ragged output; at M = 1100 (9
+    tiles of 128 rows) the last pair's second CTA has no rows at all but
+    still loads and releases its half of B for its peer."""
+    assert run_on_gpu(7, m, 1032, 1064, BLK_M=blk_m, BLK_N=blk_n, STAGES=stages, CLUSTER_M=2) < 1e-2
