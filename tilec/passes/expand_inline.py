@@ -138,13 +138,14 @@ class _Expander:
                     return node
                 if b.kind == "helper":
                     raise TilecError(f"inline helper '{node.id}' is not a value", node.span)
-                return attrs.evolve(b.value, span=node.span) if node.span else b.value
+                return visit.evolve(b.value, span=node.span) if node.span else b.value
             if isinstance(node, ir.Call):
                 b = env.get(node.func)
                 if b is not None and b.kind == "helper":
                     raise TilecError(f"inline helper '{node.func}' cannot be called here", node.span)
-            if isinstance(node, (ir.Call, ir.Method)):
-                return attrs.evolve(node, kwargs=_expand_splats(node.kwargs))
+            if isinstance(node, (ir.Call, ir.Method)) and node.kwargs:
+                kwargs = _expand_splats(node.kwargs)
+                return node if kwargs == node.kwargs else visit.evolve(node, kwargs=kwargs)
             return node
 
         return visit.transform(expr, fn)
