@@ -146,6 +146,14 @@ def test_simulated_v7_stream_k_three_contributors_in_any_order():
     assert forward.tobytes() == backward.tobytes()
 
 
+def test_simulated_v7_stream_k_odd_store_count_alternates_staging():
+    """64x192 tiles make three stores each, so the CTA's second whole tile
+    starts on the other staging tile (store_tile's leader waits only for the
+    stores before the latest; the simulator completes bulk stores at once, so
+    this pins the indexing, not the race)."""
+    run_v7(64, 384, 128, 1, range(1), BLK_M=64, BLK_N=192, STAGES=2, MIN_STEPS=1)
+
+
 def _runs_twice_like_torch(torch, kernel, A, B, W, C):
     """Two launches into NaN-poisoned outputs: each within 1e-2 of torch in
     f32, the counters back to zero after each, and the two bit-identical
