@@ -29,8 +29,9 @@ The split-K and stream-K kernels' f32 workspace and counters are made per
 configuration (`tune(..., workspace=)`).
 The winner writes a NaN-poisoned output that must be within 1e-2 relative
 Frobenius error of an f32 reference before both are timed (CUDA-event
-medians, each launch queued behind a GPU sleep so host launch cost is not
-measured; cuBLAS writes into the same D).  Tuning and timing rotate over
+medians, cuBLAS and tilec taking turns launch by launch so a drift of the
+clocks reaches both alike, each launch queued behind a GPU sleep so host
+launch cost is not measured; cuBLAS writes into the same D).  Tuning and timing rotate over
 the same three input sets (`--sets-per-shape`), so a weight smaller than
 L2 is not read from L2 by either side.  For M <= 128 the table also gives the bandwidth each reached
 over the bytes the operands need (A, B read once, D written once), as a
@@ -50,7 +51,7 @@ import torch
 from tilec import autotune
 from tilec.compiler.diagnostics import TilecError
 from gemm import DTYPES, EXAMPLES, MAX_ERROR, relative_error, source
-from tma_copy import median_ms
+from tma_copy import median_ms, medians_ms
 
 
 def cdiv(a: int, b: int) -> int:
@@ -245,8 +246,8 @@ def main() -> None:
                 """`launch(A, B, D)` on the next input set at each call."""
                 return lambda: launch(*sets[next(turn) % len(sets)])
 
-            cublas_ms = median_ms(rotating(lambda A, B, D: torch.matmul(A, B.T, out=D)), args.runs, 5)
-            head = f"{dtype:<5} {label:<12}{M:>6}{N:>7}{K:>7} {flop / cublas_ms / 1e9:>11.1f}"
+            cublas = rotating(lambda A, B, D: torch.matmul(A, B.T, out=D))
+            head = f"{dtype:<5} {label:<12}{M:>6}{N:>7}{K:>7}"
 
             start = time.perf_counter()
             best, notes, tried = None, [], {}
@@ -273,7 +274,7 @@ def main() -> None:
                     best = (name, tuned, fastest)
             tune_s = time.perf_counter() - start
             if best is None:
-                print(f"{head} {'-':>10} {'-':>6} {'-':>8} {'-':>6}  {'-':>15}  no kernel: {'; '.join(notes)}")
+                print(f"{head} {'-':>11} {'-':>10} {'-':>6} {'-':>8} {'-':>6}  {'-':>15}  no kernel: {'; '.join(notes)}")
                 continue
             name, tuned, _ = best
             A, B, D = sets[0]
@@ -285,10 +286,12 @@ def main() -> None:
             del ref
             config = f"{name} {autotune.config_text(tuned.config)}"
             if err >= MAX_ERROR:
-                print(f"{head} {'WRONG':>10} {'':>6} {err:>8.1e} {tune_s:>6.1f}  {'':>15}  {config}")
+                print(f"{head} {'':>11} {'WRONG':>10} {'':>6} {err:>8.1e} {tune_s:>6.1f}  {'':>15}  {config}")
                 continue
-            ms = median_ms(rotating(lambda A, B, D: tuned.kernel(A, B, D, *tuned.workspace, stream=stream)),
-                           args.runs, 5)
+            cublas_ms, ms = medians_ms(
+                [cublas, rotating(lambda A, B, D: tuned.kernel(A, B, D, *tuned.workspace, stream=stream))],
+                args.runs, 5)
+            head += f" {flop / cublas_ms / 1e9:>11.1f}"
             ratios.append(cublas_ms / ms)
             log.append({"dtype": dtype, "M": M, "N": N, "K": K, "cublas_ms": cublas_ms, "ms": ms,
                         "kernel": name, "config": tuned.config, "tuned": tried})

@@ -62,19 +62,29 @@ def build(rows: int, args) -> object:
     return CompiledModule(result.ptx, result.meta, target).kernel()
 
 
-def median_ms(launch, runs: int, warmup: int) -> float:
+def medians_ms(launches, runs: int, warmup: int) -> list:
+    """The median time of each launch, the launches taking turns: run i of
+    every launch comes before run i + 1 of any, so a drift of the clocks
+    (a GPU heating up over a long run of large GEMMs) reaches all alike
+    instead of whichever was timed last."""
     for _ in range(warmup):
-        launch()
-    pairs = []
+        for launch in launches:
+            launch()
+    events = [[] for _ in launches]
     for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(SLEEP_CYCLES)
-        start.record()
-        launch()
-        end.record()
-        pairs.append((start, end))
+        for launch, pairs in zip(launches, events):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(SLEEP_CYCLES)
+            start.record()
+            launch()
+            end.record()
+            pairs.append((start, end))
     torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in pairs)
+    return [statistics.median(s.elapsed_time(e) for s, e in pairs) for pairs in events]
+
+
+def median_ms(launch, runs: int, warmup: int) -> float:
+    return medians_ms([launch], runs, warmup)[0]
 
 
 def main() -> None:
