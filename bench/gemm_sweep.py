@@ -16,7 +16,8 @@ on three rotating random input sets, and keeps the fastest:
   and L2 group sizes;
 - gemm_split_k, v7 with K split among SPLIT_K CTAs per tile, where the
   tiles of 128 x 256 are at most two per SM, over BLK_N x SPLIT_K;
-- gemm_small_m (M <= 256) over STAGES;
+- gemm_small_m (M <= 256) over STAGES x HINT, and narrower column slabs
+  (ROWS) where N / 64 CTAs leave SMs idle (`small_m_space`);
 - gemm_small_m_split_k where gemm_small_m has fewer CTAs than SMs, over
   SPLIT_K x STAGES;
 - gemm_small_m_stream_k (M <= 256), the decode kernel's (64 columns, K
@@ -115,6 +116,15 @@ def v7_space(m: int, n: int, sms: int, keep: int = 4, clustered: int = 1) -> lis
     return space
 
 
+def small_m_space(m: int, n: int, sms: int) -> list[dict]:
+    """gemm_small_m's configurations: STAGES, with B's loads evict_first
+    or not (HINT), for 64 columns of D per CTA and, where N / 64 CTAs leave
+    SMs idle, for each narrower slab (ROWS 48, 32, 16) that dividing N
+    gives at most one CTA per SM (N = 4096: 128 CTAs of 32 columns)."""
+    rows = [64] + [r for r in (48, 32, 16) if n // 64 < sms and n % r == 0 and n // r <= sms]
+    return [{"ROWS": r, "STAGES": s, "HINT": h} for r in rows for s in (4, 8, 12, 16) for h in (0, 1)]
+
+
 def split_k_workspace(m: int, n: int, sms: int):
     """gemm_split_k's W (f32 partials, whole tiles) and C (a zeroed counter
     per tile and consumer warpgroup) for a configuration."""
@@ -164,7 +174,7 @@ KERNELS = {
                      and cdiv(m, 128) * cdiv(n, 256) <= 2 * sms,
                      {"BLK_N": [128, 256], "SPLIT_K": [2, 3, 4]}, None, split_k_workspace),
     "gemm_small_m": (lambda m, n, k, sms: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 64,
-                     {"STAGES": [4, 8, 12, 16]}, None, None),
+                     small_m_space, None, None),
     "gemm_small_m_split_k": (lambda m, n, k, sms: m <= 256 and m % 8 == 0 and n % 64 == 0 and k >= 128
                              and n // 64 < sms,
                              {"SPLIT_K": [2, 3, 4], "STAGES": [4, 8, 16]}, None, small_m_split_k_workspace),

@@ -41,8 +41,13 @@ def test_every_m_compiles_to_one_wgmma_shape(m):
     [
         ({"M": 12}, "M must be a multiple of 8"),
         ({"M": 264}, "M must be a multiple of 8"),
-        ({"N": 4000}, "N must be a multiple of 64"),
+        ({"N": 4000}, "N must be a multiple of ROWS \\(64 by default\\)"),
         ({"K": 36}, "K must be a multiple of 8"),
+        ({"ROWS": 40}, "ROWS must be 16, 32, 48 or 64"),
+        ({"ROWS": 48}, "N must be a multiple of ROWS"),
+        ({"HINT": 2}, "HINT must be 0 or 1"),
+        ({"ROWS": 32, "HAS_BIAS": True}, "the bias and the residual need ROWS = 64"),
+        ({"ROWS": 32, "HAS_RESIDUAL": True}, "the bias and the residual need ROWS = 64"),
     ],
 )
 def test_unsupported_sizes_are_compile_errors(defines, message):
@@ -50,11 +55,52 @@ def test_unsupported_sizes_are_compile_errors(defines, message):
         build("gemm_small_m", **{"M": 64, "N": 512, "K": 512, **defines})
 
 
+@pytest.mark.parametrize("rows", [16, 32, 48])
+def test_narrow_slabs_give_more_ctas(rows):
+    """ROWS columns of D per CTA: N / ROWS CTAs, B's box ROWS rows (its
+    expect_tx counts ROWS + M rows), the zeroed rows filled once, and the
+    store through shared memory in 16-byte pieces."""
+    m, n = 16, 1536
+    r = build("gemm_small_m", M=m, N=n, K=512, ROWS=rows)
+    assemble(r.ptx, "sm_90a")
+    (kernel,) = r.meta["kernels"]
+    assert kernel["grid"] == [n // rows, 1, 1] and kernel["block"] == [256, 1, 1]
+    boxes = sorted(t["box"] for t in kernel["tensormaps"])
+    assert boxes == sorted([[64, rows], [64, m]]), boxes
+    (expect,) = [line for line in r.ptx.splitlines() if "expect_tx" in line]
+    assert expect.endswith(f", {(rows + m) * 128};"), expect
+    assert "st.global.v4.b32" in r.ptx and "st.global.b16" not in r.ptx
+
+
+def test_default_stores_directly_and_hint_marks_only_b():
+    default = build("gemm_small_m", M=16, N=512, K=512).ptx
+    assert "cache_hint" not in default and "st.shared" not in default
+    hinted = build("gemm_small_m", M=16, N=512, K=512, HINT=1).ptx
+    assemble(hinted, "sm_90a")
+    loads = [line.strip() for line in hinted.splitlines() if "cp.async.bulk.tensor" in line]
+    assert len(loads) == 2
+    assert sum(".L2::cache_hint" in line for line in loads) == 1
+    assert [line.endswith(", 1364590687093260288;") for line in loads].count(True) == 1  # 0x12F0000000000000
+
+
 def test_simulated_ring_wraps_and_store_transposes():
     """K = 9 tiles through a 3-stage ring (three passes, the last partial),
     two CTAs, M = 24: every element of D written once, in place."""
     m, n, k = 24, 128, 9 * 64
     r = build("gemm_small_m", M=m, N=n, K=k, STAGES=3)
+    A, B, ref = operands(m, n, k)
+    D = np.full((m, n), np.nan, np.float16)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D})
+    assert relative_error(D, ref) < 1e-3
+
+
+@pytest.mark.parametrize("rows, hint, m, n", [(32, 0, 24, 128), (48, 1, 8, 96)])
+def test_simulated_narrow_slabs(rows, hint, m, n):
+    """ROWS < 64: K = 5 tiles through a 3-stage ring on N / ROWS CTAs; the
+    wgmma's rows past ROWS are zeros and not stored, so every element of
+    the NaN-poisoned D is written once, by its own CTA."""
+    k = 5 * 64
+    r = build("gemm_small_m", M=m, N=n, K=k, STAGES=3, ROWS=rows, HINT=hint)
     A, B, ref = operands(m, n, k)
     D = np.full((m, n), np.nan, np.float16)
     wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D})
@@ -79,6 +125,21 @@ def test_matches_numpy_on_the_gpu(m, n, k):
     r = build("gemm_small_m", M=m, N=n, K=k)
     kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
     A, B, ref = operands(m, n, k, seed=m)
+    D = np.full((m, n), np.nan, np.float16)
+    kernel(A, B, D)
+    assert relative_error(D, ref) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [16, 128])
+@pytest.mark.parametrize("rows, hint", [(64, 1), (48, 0), (32, 1), (16, 0)])
+def test_narrow_slabs_and_hint_on_the_gpu(m, rows, hint):
+    from tilec.runtime.module import CompiledModule
+
+    n, k = 1536, 1032
+    r = build("gemm_small_m", M=m, N=n, K=k, ROWS=rows, HINT=hint, STAGES=4)
+    kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
+    A, B, ref = operands(m, n, k, seed=rows + m)
     D = np.full((m, n), np.nan, np.float16)
     kernel(A, B, D)
     assert relative_error(D, ref) < 1e-2
