@@ -119,9 +119,9 @@ def v7_space(m: int, n: int, sms: int, keep: int = 4, clustered: int = 1) -> lis
 def small_m_space(m: int, n: int, sms: int) -> list[dict]:
     """gemm_small_m's configurations: STAGES, with B's loads evict_first
     or not (HINT), for 64 columns of D per CTA and, where N / 64 CTAs leave
-    SMs idle, for each narrower slab (ROWS 48, 32, 16) that dividing N
-    gives at most one CTA per SM (N = 4096: 128 CTAs of 32 columns)."""
-    rows = [64] + [r for r in (48, 32, 16) if n // 64 < sms and n % r == 0 and n // r <= sms]
+    SMs idle, for each narrower slab (ROWS 32, 16) that gives at most one
+    CTA per SM (N = 4096: 128 CTAs of 32 columns)."""
+    rows = [64] + [r for r in (32, 16) if n // 64 < sms and n % r == 0 and n // r <= sms]
     return [{"ROWS": r, "STAGES": s, "HINT": h} for r in rows for s in (4, 8, 12, 16) for h in (0, 1)]
 
 
