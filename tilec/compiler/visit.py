@@ -121,7 +121,7 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.
                 continue
         elif isinstance(value, tuple) and value:
             items = [fn(v) if isinstance(v, Node) else v for v in value]
-            if all(a is b for a, b in zip(items, value)):
+            if all(map(operator.is_, items, value)):
                 continue  # nothing below changed: keep the node (and its identity)
             new = tuple(items)
         else:
@@ -180,8 +180,14 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
     `fn` returns the node unchanged to keep it.  Spans are preserved (a
     rebuilt node keeps its own)."""
 
+    getters = _GETTERS
+
     def rewrite(n):
-        return fn(map_children(n, rewrite))
+        try:
+            leaf = getters[type(n)] is None
+        except KeyError:
+            leaf = _getter(type(n)) is None
+        return fn(n if leaf else map_children(n, rewrite))
 
     return rewrite(node)
 

@@ -82,7 +82,7 @@ def apply_defines(consts, defines: dict) -> tuple:
             known = ", ".join(by_name) or "none"
             raise TilecError(f"-D {name}: the program has no const named '{name}' (consts: {known})")
     return tuple(
-        attrs.evolve(c, value=parse_define_value(c.name, defines[c.name], c.value.span))
+        visit.evolve(c, value=parse_define_value(c.name, defines[c.name], c.value.span))
         if c.name in defines
         else c
         for c in consts
@@ -106,14 +106,14 @@ def expand_module(module: ir.Module, defines: dict) -> ir.Module:
             raise TilecError(f"const '{c.name}' is defined twice", c.span)
         value = _Expander(env, set()).subst(c.value, env)
         env[c.name] = _Binding("const", value)
-        consts.append(attrs.evolve(c, value=value))
+        consts.append(visit.evolve(c, value=value))
     for h in module.helpers:
         if h.name in env:
             raise TilecError(f"'{h.name}' is defined twice", h.span)
         env[h.name] = _Binding("helper", h)
     everything = set(env) | visit.identifiers(module)
     kernels = tuple(_Expander(env, everything).kernel(k) for k in module.kernels)
-    return attrs.evolve(module, consts=tuple(consts), helpers=(), kernels=kernels)
+    return visit.evolve(module, consts=tuple(consts), helpers=(), kernels=kernels)
 
 
 class _Expander:
@@ -161,7 +161,7 @@ class _Expander:
             self.bound.add(p.name)
             env[p.name] = _VAR
             params.append(
-                attrs.evolve(
+                visit.evolve(
                     p,
                     shape=None if p.shape is None else tuple(self.subst(e, env) for e in p.shape),
                     layout=None if p.layout is None else self.subst(p.layout, env),
@@ -169,7 +169,7 @@ class _Expander:
                 )
             )
         body = self.block(k.body, env, ())
-        return attrs.evolve(k, params=tuple(params), body=body)
+        return visit.evolve(k, params=tuple(params), body=body)
 
     def block(self, stmts, env: dict, stack: tuple) -> tuple:
         """The expanded statements; a block of nothing but metas and helper
@@ -206,7 +206,7 @@ class _Expander:
         if isinstance(s, ir.Assign):
             value = self.value(s.value, env, stack, pre)
             targets = tuple(self.target(t, env, pre) for t in s.targets)
-            return pre + [attrs.evolve(s, targets=targets, value=value)]
+            return pre + [visit.evolve(s, targets=targets, value=value)]
         if isinstance(s, ir.AugAssign):
             value = self.value(s.value, env, stack, pre)
             if isinstance(s.target, ir.Name):
@@ -214,7 +214,7 @@ class _Expander:
                 target = s.target
             else:
                 target = self.target(s.target, env, pre)
-            return pre + [attrs.evolve(s, target=target, value=value)]
+            return pre + [visit.evolve(s, target=target, value=value)]
         if isinstance(s, ir.Return):
             raise TilecError("'return' is allowed only as the last statement of an inline helper", s.span)
         if isinstance(s, ir.Meta):
@@ -234,18 +234,18 @@ class _Expander:
             if isinstance(e, ir.Call) and env.get(e.func, _Binding("", None)).kind == "helper":
                 body, _ = self.inline(e, env, stack)
                 return body
-            return pre + [attrs.evolve(s, expr=self.value(e, env, stack, pre))]
+            return pre + [visit.evolve(s, expr=self.value(e, env, stack, pre))]
         if isinstance(s, ir.For):
             start, stop, step = (self.value(x, env, stack, pre) for x in (s.start, s.stop, s.step))
             self._check_bindable(s.var, env, s.span)
             self.bound.add(s.var)
             inner = dict(env)
             inner[s.var] = _VAR
-            return pre + [attrs.evolve(s, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))]
+            return pre + [visit.evolve(s, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))]
         if isinstance(s, ir.If):
             cond = self.value(s.cond, env, stack, pre)
             return pre + [
-                attrs.evolve(s, cond=cond, then=self.block(s.then, env, stack), orelse=self.block(s.orelse, env, stack))
+                visit.evolve(s, cond=cond, then=self.block(s.then, env, stack), orelse=self.block(s.orelse, env, stack))
             ]
         if isinstance(s, ir.While):
             for n in visit.walk(s.cond):
@@ -256,10 +256,10 @@ class _Expander:
                         n.span,
                     )
             return [
-                attrs.evolve(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
+                visit.evolve(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
             ]
         if isinstance(s, ir.TensorMap):
-            return [attrs.evolve(s, value=self.subst(s.value, env))]
+            return [visit.evolve(s, value=self.subst(s.value, env))]
         return [s]  # Pass
 
     def target(self, t: ir.Expr, env: dict, pre: list) -> ir.Expr:
@@ -270,7 +270,7 @@ class _Expander:
             env[t.id] = _VAR
             return t
         if isinstance(t, ir.TupleExpr):
-            return attrs.evolve(t, items=tuple(self.target(i, env, pre) for i in t.items))
+            return visit.evolve(t, items=tuple(self.target(i, env, pre) for i in t.items))
         return self.value(t, env, (), pre)
 
     def _check_bindable(self, name: str, env: dict, span) -> None:
@@ -305,7 +305,7 @@ class _Expander:
         buffers the helper made, names it does not assign (a parameter's
         buffer) -- are used as they are."""
         if isinstance(value, ir.TupleExpr):
-            return attrs.evolve(value, items=tuple(self._hold(v, helper, pre, keep) for v in value.items))
+            return visit.evolve(value, items=tuple(self._hold(v, helper, pre, keep) for v in value.items))
         if isinstance(value, (ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit, ir.LayoutLit)):
             return value
         if isinstance(value, ir.Name) and value.id in keep:
@@ -325,7 +325,7 @@ class _Expander:
             raise TilecError(f"inline helper '{helper.name}' calls itself ({chain})", call.span)
         args = [self.subst(a, env) for a in call.args]
         kwargs = _expand_splats(
-            tuple(attrs.evolve(k, value=self.subst(k.value, env)) for k in call.kwargs)
+            tuple(visit.evolve(k, value=self.subst(k.value, env)) for k in call.kwargs)
         )
         values = self._bind_arguments(helper, call, args, kwargs)
         taken = self.bound | self.outside
@@ -400,9 +400,9 @@ class _Expander:
 
         def fn(node):
             if isinstance(node, ir.Name) and node.id in renames:
-                return attrs.evolve(node, id=renames[node.id])
+                return visit.evolve(node, id=renames[node.id])
             if isinstance(node, ir.For) and node.var in renames:
-                return attrs.evolve(node, var=renames[node.var])
+                return visit.evolve(node, var=renames[node.var])
             return node
 
         return tuple(visit.transform(s, fn) for s in helper.body)

@@ -41,7 +41,7 @@ computes (`runtime_dims.uniform_divisors`); remainders are `a - q * d`.
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import attrs
 
@@ -189,15 +189,9 @@ def _value(v, span) -> ir.Expr:
 
 
 def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
-    decls = _declarations(k)
+    decls, taken = _declarations(k)
     if not decls:
         return k
-    taken = {p.name for p in k.params}
-    for n in visit.walk(k):
-        if isinstance(n, ir.Name):
-            taken.add(n.id)
-        elif isinstance(n, ir.For):
-            taken.add(n.var)
     names = NameGen(taken)
     dims = {e.id for p in k.params for e in p.shape or () if isinstance(e, ir.Name)}
     schedulers = {}
@@ -206,17 +200,25 @@ def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
     return attrs.evolve(k, body=_Lowering(schedulers).block(k.body))
 
 
-def _declarations(k: ir.Kernel) -> Dict[str, ir.Call]:
-    """The scheduler declarations by name.  One walk finds the assignments
-    and the calls; the assignments are checked first, then the calls, each
-    in walk order, so the first error reported is the same as two walks'."""
+def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set]:
+    """The scheduler declarations by name, and the names the kernel takes
+    (its parameters, names and loop variables: what the scheduler's fresh
+    names avoid).  One walk finds the assignments, the calls and the names;
+    the assignments are checked first, then the calls, each in walk order,
+    so the first error reported is the same as two walks'."""
     assigns, calls = [], []
+    taken = {p.name for p in k.params}
     for node in visit.walk(k):
-        if isinstance(node, ir.Call):
+        if isinstance(node, ir.Name):
+            taken.add(node.id)
+        elif isinstance(node, ir.Call):
             if node.func == CONSTRUCTOR:
                 calls.append(node)
-        elif isinstance(node, ir.Assign) and isinstance(node.value, ir.Call) and node.value.func == CONSTRUCTOR:
-            assigns.append(node)
+        elif isinstance(node, ir.Assign):
+            if isinstance(node.value, ir.Call) and node.value.func == CONSTRUCTOR:
+                assigns.append(node)
+        elif isinstance(node, ir.For):
+            taken.add(node.var)
     found: Dict[str, ir.Call] = {}
     for node in assigns:
         if len(node.targets) != 1 or not isinstance(node.targets[0], ir.Name) or node.type is not None:
@@ -228,7 +230,7 @@ def _declarations(k: ir.Kernel) -> Dict[str, ir.Call]:
     for node in calls:
         if not any(node is c for c in found.values()):
             raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to a name", node.span)
-    return found
+    return found, taken
 
 
 def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler:
@@ -299,8 +301,18 @@ class _Lowering:
             value = getattr(s, field, None)
             if isinstance(value, tuple) and value:
                 changes[field] = self.block(value)
-        s = attrs.evolve(s, **changes) if changes else s
-        return [visit.map_children(s, lambda c: c if isinstance(c, ir.Stmt) else self.expr(c))]
+        return [visit.map_children(s, self._part, **changes)]
+
+    def _part(self, node: ir.Node) -> ir.Node:
+        """A statement's expression rewritten by `expr`, or kept as it is
+        when no scheduler is named in it (there is nothing to replace, and
+        nothing to refuse); its nested statements are lowered by `block`."""
+        if isinstance(node, ir.Stmt):
+            return node
+        schedulers = self.schedulers
+        if any(isinstance(n, ir.Name) and n.id in schedulers for n in visit.walk(node)):
+            return self.expr(node)
+        return node
 
     def method_stmt(self, ts: Scheduler, m: ir.Method) -> List[ir.Stmt]:
         span = m.span
