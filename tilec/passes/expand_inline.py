@@ -127,6 +127,7 @@ class _Expander:
         self.names = NameGen(used)
         self.bound: set = set()
         self.outside: set = set()
+        self.binds: dict = {}  # id(helper) -> (helper, its loop variables, the names it assigns)
 
     # -- expressions -------------------------------------------------------
 
@@ -381,19 +382,30 @@ class _Expander:
             )
         return {p: values[p] for p in params}
 
+    def _binds(self, helper: ir.InlineDef) -> tuple:
+        """(the loop variables, the names assigned) of a helper's body, found
+        once per helper: a kernel expands the same helper many times."""
+        hit = self.binds.get(id(helper))
+        if hit is not None and hit[0] is helper:
+            return hit[1], hit[2]
+        loop_vars, assigned = set(), set()
+        for n in (n for s in helper.body for n in visit.walk(s)):
+            if isinstance(n, ir.For):
+                loop_vars.add(n.var)
+            elif isinstance(n, ir.Assign):
+                for t in n.targets:
+                    items = t.items if isinstance(t, ir.TupleExpr) else (t,)
+                    assigned.update(i.id for i in items if isinstance(i, ir.Name))
+        self.binds[id(helper)] = (helper, loop_vars, assigned)  # the helper kept so its id stays its own
+        return loop_vars, assigned
+
     def _rename_locals(self, helper: ir.InlineDef, taken: set, shared: set) -> tuple:
         """The helper's body with each variable it binds renamed to a fresh
         name when the caller already uses that name -- except a variable
         the caller can see at the call (`shared`), which an assignment in
         the helper updates.  Loop variables are always the helper's own."""
-        local = set()
-        for n in (n for s in helper.body for n in visit.walk(s)):
-            if isinstance(n, ir.For):
-                local.add(n.var)
-            elif isinstance(n, ir.Assign):
-                for t in n.targets:
-                    items = t.items if isinstance(t, ir.TupleExpr) else (t,)
-                    local.update(i.id for i in items if isinstance(i, ir.Name) and i.id not in shared)
+        loop_vars, assigned = self._binds(helper)
+        local = loop_vars | (assigned - shared)
         renames = {name: self.names.fresh(name) for name in sorted(local & taken - set(helper.params))}
         if not renames:
             return helper.body

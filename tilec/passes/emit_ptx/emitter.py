@@ -124,6 +124,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.reg_arrays: Dict[str, List[Operand]] = {}
         self.grouped = {}
         self.const_slots = {}
+        self.int_immediates: Dict[tuple, Operand] = {}  # (int, type) -> its immediate (`imm`)
         self.decls: List[str] = []
         self.uses_dyn = False
         self.tid: Optional[Operand] = None

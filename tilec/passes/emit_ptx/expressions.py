@@ -97,6 +97,18 @@ class Expressions:
     # ---- operands -------------------------------------------------------
 
     def imm(self, value, t: str, span=None) -> Operand:
+        """`value` as an immediate of type `t`; those of integers are kept
+        per kernel (address arithmetic on constant indices asks for the same
+        few thousand times)."""
+        if type(value) is int:
+            key = (value, t)
+            op = self.int_immediates.get(key)
+            if op is None:
+                op = self.int_immediates[key] = self._immediate(value, t, span)
+            return op
+        return self._immediate(value, t, span)
+
+    def _immediate(self, value, t: str, span) -> Operand:
         try:
             return immediate(value, t)
         except (OverflowError, ValueError):
