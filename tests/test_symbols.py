@@ -84,6 +84,40 @@ kernel k(A: f16[64]):
     assert syms.buffer("b").byte_offset >= reach
 
 
+VIEWS = """
+kernel k(b: f32[64], D: f32[8, 64]):
+    t = thread_id([64])
+    v = b.view({shape}{layout})
+"""
+
+
+@pytest.mark.parametrize("shape, layout, reach", [
+    ("8, 64", ", layout=S[(8, 64) : (0, 1)]", 64),       # a broadcast over rows: each row is b
+    ("64, 8", ", layout=S[(64, 8) : (1, 0)]", 64),       # over columns
+    ("4, 8", ", layout=S[(4, 8) : (16, 1)]", 56),        # padded rows, inside
+    ("2, 32", ", layout=S[2, 32]", 64),                  # row-major, all of it
+    ("4, 16", "", 64),                                   # no layout: row-major
+])
+def test_a_view_is_as_large_as_what_its_layout_addresses(shape, layout, reach):
+    """The view check compares the positions a view's layout reaches with
+    its base, not its element count: a stride-0 broadcast of a vector has
+    more elements than the vector but addresses only it."""
+    view = analyze(VIEWS.format(shape=shape, layout=layout)).buffer("v")
+    assert view.nbytes == reach * 4
+
+
+@pytest.mark.parametrize("shape, layout, message", [
+    ("8, 64", ", layout=S[(8, 64) : (8, 1)]", r"view \(8, 64\) reaches 120 elements of 'b', which holds 64"),
+    ("2, 64", ", layout=S[(2, 64) : (0, 2)]", r"reaches 127 elements"),
+    ("65", "", r"view \(65,\) has 65 elements of 'b', which holds 64"),
+    ("8, 8", ", layout=S[(8, 8) : (8, 1)] + O[1]", r"reaches 65 elements"),
+])
+def test_a_view_past_its_base_is_refused_where_it_is_written(shape, layout, message):
+    with pytest.raises(TilecError, match=message) as err:
+        analyze(VIEWS.format(shape=shape, layout=layout))
+    assert err.value.span is not None and (err.value.span.line, err.value.span.col) == (4, 9)
+
+
 def test_launch_configuration():
     launch = analyze(SEED_POOL).launch
     assert (launch.grid, launch.block, launch.cluster) == ((2, 1, 1), (128, 1, 1), (1, 1, 1))

@@ -116,12 +116,13 @@ class Buffer:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the buffer spans: its element count, or further when its
-        layout reaches past it (padded rows, a swizzle block)."""
-        extent = self.numel
+        """Bytes the buffer spans: its element count, or what its layout
+        addresses when it has one -- further for padded rows or a swizzle
+        block, less for a broadcast (a stride-0 dim reads one position
+        many times)."""
         if isinstance(self.layout, ir.LayoutLit) and self.scope in ("shared", "shared.dyn", "global"):
-            extent = max(extent, cosize(self.tile_layout, "m"))
-        return extent * self.elem_bytes
+            return cosize(self.tile_layout, "m") * self.elem_bytes
+        return self.numel * self.elem_bytes
 
     @functools.cached_property
     def tile_layout(self) -> TileLayout:
@@ -1024,10 +1025,20 @@ class _Analyzer:
         shape = values["shape"]
         if not shape:
             raise TilecError(f"{what} needs the new shape", e.span)
-        if base.scope != "local" and _numel(shape) * base.elem_bytes > base.nbytes:
-            raise TilecError(f"view {shape} is larger than '{base.name}'", e.span)
-        return Buffer(result_name, base.dtype, shape, base.scope, layout, base.align,
+        view = Buffer(result_name, base.dtype, shape, base.scope, layout, base.align,
                       base.storage, base.byte_offset, base.allocated_addr, span=e.span)
+        # What the view addresses must lie in its base: with a layout, the
+        # positions the layout reaches (a broadcast `S[(M, N) : (0, 1)]` of
+        # an N-element vector reaches N of them), else its element count.
+        if base.scope != "local" and view.nbytes > base.nbytes:
+            reach = view.nbytes // base.elem_bytes
+            what = "reaches" if isinstance(layout, ir.LayoutLit) else "has"
+            raise TilecError(
+                f"view {shape} {what} {reach} elements of '{base.name}', which holds "
+                f"{base.nbytes // base.elem_bytes}",
+                e.span,
+            )
+        return view
 
     def pool_method(self, pool: Pool, e, bound, values, statement, result_name):
         what = f"{pool.name}.{e.name}"
