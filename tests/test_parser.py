@@ -414,7 +414,13 @@ K = "kernel k():\n"
         # namespaces, layouts and reserved words in the wrong place
         (K + "    x = ptx + 1\n", 2, 13, "'ptx' is a namespace of intrinsics"),
         (K + "    x = ptx.mbarrier\n", 2, 21, "expected '(' or '.' ('ptx' is a namespace"),
-        ("kernel k(S: f32[4]):\n    S[0] = 1.0\n", 2, 5, "a buffer named 'S' cannot be indexed: rename it"),
+        ("kernel k(S: f32[4]):\n    S[0] = 1.0\n", 2, 5, "a buffer named 'S' cannot be indexed or sliced: rename it"),
+        # a slice of a buffer named S: no layout has this form, so the error says what was meant
+        (K + "    copy(S[:], A[:])\n", 2, 12,
+         "a layout needs both extents and strides: S[extents : strides]; S[...] is always a layout literal, "
+         "so a buffer named 'S' cannot be indexed or sliced: rename it"),
+        (K + "    copy(S[0:8, :], A[0:8, :])\n", 2, 10, "so a buffer named 'S' cannot be indexed or sliced"),
+        (K + "    copy(S[i:], A[:])\n", 2, 12, "so a buffer named 'S' cannot be indexed or sliced"),
         (K + "    kernel = 1\n", 2, 5, "'kernel' is a reserved word"),
         (K + "    x = range + S\n", 2, 9, "'range' is a reserved word"),
         (K + "    else:\n        pass\n", 2, 5, "'else' is a reserved word"),
@@ -514,9 +520,21 @@ def test_layout_heads_name_variables_where_no_layout_is_written():
 def test_a_layout_where_a_value_is_expected_says_to_rename_S():
     from emit_util import build
 
-    with pytest.raises(TilecError, match="a buffer named 'S' cannot be indexed; rename it") as info:
+    with pytest.raises(TilecError, match="a buffer named 'S' cannot be indexed or sliced: rename it") as info:
         build("kernel k(S: f32[4], B: f32[4]):\n    cta_id([1])\n    B[0] = S[1]\n")
     assert info.value.span.line == 3
+
+
+def test_a_region_of_S_in_a_tile_primitive_says_to_rename_S():
+    """`S[0:64]` parses (a layout of one iterator); as copy's operand it is
+    a layout, and the error says why a buffer named S does not work."""
+    from tilec.pipeline import compile_source
+
+    with pytest.raises(TilecError, match="the destination of copy must be a buffer or a region of one, not a "
+                                         "layout; S.*cannot be indexed or sliced: rename it") as info:
+        compile_source("target sm_90a\nkernel k(A: f32[128]):\n    t = thread_id([128])\n"
+                       "    S = alloc_shared((128,), f32)\n    copy(S[0:64], A[0:64])\n")
+    assert (info.value.span.line, info.value.span.col) == (5, 10)
 
 
 def test_layout_heads_as_keyword_argument_names():

@@ -251,6 +251,12 @@ class LayoutIter(Node):
     span: Optional[Span] = _span()
 
 
+S_IS_A_LAYOUT = ("S[...] is always a layout literal, so a buffer named 'S' cannot be indexed or sliced: "
+                 "rename it (e.g. 'S_' or 'scores')")
+"""What every reader says where an `S[...]` stands for a buffer's element or
+region: the name `S` heads layout literals wherever it is indexed."""
+
+
 @_node
 class LayoutLit(Expr):
     """A layout in the seeds' notation:

@@ -307,8 +307,7 @@ class _TypeOf:
         return t
 
     def _LayoutLit(self, e):
-        raise TilecError("a layout is not a value here (S[...] is always a layout literal: a buffer named "
-                         "'S' cannot be indexed; rename it, e.g. 'S_' or 'scores')", e.span)
+        raise TilecError(f"a layout is not a value here; {ir.S_IS_A_LAYOUT}", e.span)
 
     def _Int(self, e):
         return literal_type(e.value)

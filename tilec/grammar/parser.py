@@ -572,8 +572,7 @@ class _Builder:
 
     def check_target(self, target):
         if isinstance(target, ir.LayoutLit):
-            raise TilecError("S[...] is a layout literal, so a buffer named 'S' cannot be indexed: "
-                             "rename it (e.g. 'S_' or 'scores')", target.span)
+            raise TilecError(ir.S_IS_A_LAYOUT, target.span)
         if not isinstance(target, (ir.Name, ir.Index)):
             raise TilecError("can only assign to a name or to buffer elements (buf[i] = ...)", target.span)
 
@@ -870,7 +869,9 @@ class _Builder:
         if len(items) == 1 and isinstance(items[0], ir.Slice):
             sl = items[0]
             if sl.start is None or sl.stop is None:
-                raise TilecError(f"a layout needs both extents and strides: {head}[extents : strides]", sl.span)
+                # `S[:]`, `S[i:]`: a slice, which no layout is
+                raise TilecError(self.not_a_layout(head, "a layout needs both extents and strides: "
+                                                         f"{head}[extents : strides]"), sl.span)
             extents = self.unpack(sl.start)
             strides = self.unpack(sl.stop)
             if len(extents) != len(strides):
@@ -881,12 +882,16 @@ class _Builder:
                 self.layout_iter(e, s) for e, s in zip(extents, strides)
             )
         if any(isinstance(i, ir.Slice) for i in items):
-            raise TilecError(
-                f"a layout is written {head}[(extents) : (strides)], {head}[extent : stride] "
-                f"or {head}[extents...]",
-                span,
-            )
+            raise TilecError(self.not_a_layout(
+                head, f"a layout is written {head}[(extents) : (strides)], {head}[extent : stride] "
+                      f"or {head}[extents...]"), span)
         return tuple(self.layout_iter(e, None) for e in items)
+
+    @staticmethod
+    def not_a_layout(head, message):
+        """`message`, and for `S` (always a layout head) what the writer of
+        `S[:]` or `S[0:8, :]` most likely meant: a buffer named S."""
+        return f"{message}; {ir.S_IS_A_LAYOUT}" if head == "S" else message
 
     @staticmethod
     def unpack(expr):

@@ -45,6 +45,9 @@ def region(expr: ir.Expr, syms: KernelSymbols, what: str, past_end: bool = False
     error when it is not one, when an extent is not a compile-time integer,
     or when it leaves its buffer (`past_end`: see `Region.check_bounds`)."""
     base = expr.base if isinstance(expr, ir.Index) else expr
+    if isinstance(expr, ir.LayoutLit):
+        raise TilecError(f"{what} must be a buffer or a region of one, not a layout; {ir.S_IS_A_LAYOUT}",
+                         expr.span)
     if not isinstance(base, ir.Name):
         raise TilecError(f"{what} must be a buffer or a region of one (buf[a:b, ...])", expr.span)
     r = Region.read(expr, syms.buffer(base.id, base.span))
