@@ -9,6 +9,8 @@ copy that put elements in the wrong places cannot cancel out.  ldmatrix and
 stmatrix are warp-collective, which the simulator does not model; they run
 in the lowered-IR model (tests/dispatch_model.py).  The `gpu` tests run the
 same kernels on a device."""
+import re
+
 import numpy as np
 import pytest
 
@@ -568,3 +570,92 @@ kernel k(A: f32[16, 8], B: f32[16, 8], C: f32[16, 8]):
     a, b, c = values((16, 8), "f32"), poison((16, 8), "f32"), poison((16, 8), "f32")
     run_on_gpu(text, [a, b, c])
     np.testing.assert_array_equal(c, a)
+
+
+# --------------------------------------------------------------------------
+# oob="zero": a global region past its tensor's end, loaded into registers
+# --------------------------------------------------------------------------
+
+# The wgmma accumulator fragment (the GEMM epilogue's registers) over a
+# region that may run past X's last rows and columns at run-time starts.
+OOB = """
+const ACC = S[(4, 2, 8, 2, 4, 2) : (32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]
+kernel k(X: f16[100, ROW], Y: f16[64, 16], r0: i32, c0: i32):
+    cta_id([1])
+    t = thread_id_in_wg([128])
+    regs = alloc_local((64, 16), f16, layout=ACC)
+    copy(regs, SRC[r0 : r0 + 64, COL : COL + 16], oob="zero")
+    copy(Y, regs)
+"""
+
+
+def oob_kernel(row=22, col="c0", src="X", extra=""):
+    text = OOB.replace("ROW", str(row)).replace("COL", col).replace("SRC", src)
+    return compile_kernel(text.replace("    copy(regs", extra + "    copy(regs"))
+
+
+def zero_padded(x, r0, c0, shape):
+    out = np.zeros(shape, x.dtype)
+    part = x[r0 : r0 + shape[0], c0 : c0 + shape[1]]
+    out[: part.shape[0], : part.shape[1]] = part
+    return out
+
+
+@pytest.mark.parametrize("r0, c0", [(0, 0), (36, 6), (60, 0), (0, 10), (90, 20), (99, 21)])
+def test_oob_zero_reads_zeros_past_the_edge(r0, c0):
+    """Inside, past the last row, past the last column, both, and one
+    element left: what lies outside X reads as 0 and is never loaded (the
+    simulator faults on an access outside an array)."""
+    r = oob_kernel()
+    x, y = values((100, 22), "f16"), poison((64, 16), "f16")
+    simulate(r, {"X": x, "Y": y, "r0": r0, "c0": c0})
+    np.testing.assert_array_equal(y, zero_padded(x, r0, c0, (64, 16)))
+
+
+@pytest.mark.parametrize("row, loads", [(22, "ld.global.b32"), (21, "ld.global.b16")])
+def test_oob_vectors_never_straddle_the_edge(row, loads):
+    """Columns from an even start go two at a time (4 bytes) when the last
+    extent is even; with 21 columns a pair could straddle it (element 20 in,
+    21 out), so each element is loaded alone.  X is read through a
+    broadcast view here (every row is X's row 0), whose row stride, 0,
+    proves nothing about the last extent."""
+    r = oob_kernel(row, "c0 * 2", "Xb", f"    Xb = X.view(100, {row}, layout=S[(100, {row}) : (0, 1)])\n")
+    assert set(re.findall(r"ld\.global\.\w+", r.ptx)) == {loads}
+    x, y = values((100, row), "f16"), poison((64, 16), "f16")
+    for r0, c in [(0, 0), (50, 3), (40, 5), (0, 9)]:
+        simulate(r, {"X": x, "Y": y, "r0": r0, "c0": c})
+        broadcast = np.broadcast_to(x[0], (100, row))
+        np.testing.assert_array_equal(y, zero_padded(broadcast, r0, 2 * c, (64, 16)))
+
+
+@pytest.mark.parametrize("src, dst, message", [
+    ("Sm[0:16, 0:16]", "Rg", "copy with oob=\"zero\" loads a global region that may run past its tensor's end "
+                             "into registers, not shared 'Sm' into local 'Rg'"),
+    ("X[0:16, 0:16]", "Sm[0:16, 0:16]", "not global 'X' into shared 'Sm'"),
+])
+def test_oob_is_for_a_global_source_loaded_into_registers(src, dst, message):
+    text = f"""
+kernel k(X: f16[100, 22]):
+    cta_id([1])
+    t = thread_id_in_wg([128])
+    Sm = alloc((16, 16), f16, scope="shared")
+    Rg = alloc_local((16, 16), f16, layout=S[(2, 8, 2, 4, 2) : (2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)])
+    copy({dst}, {src}, oob="zero")
+"""
+    with pytest.raises(TilecError, match=re.escape(message)) as err:
+        compile_kernel(text)
+    assert (err.value.span.line, err.value.span.col) == (7, 5)
+
+
+@pytest.mark.parametrize("call, message", [
+    ('copy(regs, X[0:64, 0:16], oob="nan")', "oob"),
+    ('copy(regs, X[100:164, 0:16], oob="zero")', "slice 100:164 is out of bounds for dimension 0 of 'X'"),
+    ("copy(regs, X[40:104, 0:16])", "slice 40:104 is out of bounds for dimension 0 of 'X' (size 100)"),
+])
+def test_oob_regions_still_start_inside(call, message):
+    """oob lets a region run past the end, not start there; without it the
+    region must lie inside (as before)."""
+    with pytest.raises(TilecError, match=re.escape(message)) as err:
+        compile_kernel(OOB.replace("ROW", "22").replace('copy(regs, SRC[r0 : r0 + 64, COL : COL + 16], oob="zero")',
+                                                       call))
+    assert err.value.span.line == 7

@@ -26,7 +26,7 @@ from tilec.compiler.fold import fold_expr
 from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import Buffer
 
-__all__ = ["Region", "plus"]
+__all__ = ["Region", "extent_expr", "plus"]
 
 
 @attrs.frozen
@@ -58,7 +58,7 @@ class Region:
         for index, n in zip(expr.indices, buf.shape):
             if isinstance(index, ir.Slice):
                 start = fold_expr(index.start if index.start is not None else ir.Int(0))
-                stop = fold_expr(index.stop if index.stop is not None else _extent_expr(n))
+                stop = fold_expr(index.stop if index.stop is not None else extent_expr(n))
                 d = linear(stop) - linear(start)
                 starts.append(start)
                 extents.append(d.const if d.is_const else None)
@@ -124,7 +124,7 @@ class Region:
             if extent is None:
                 i = self.expr.indices[d]
                 start = i.start if i.start is not None else ir.Int(0)
-                stop = i.stop if i.stop is not None else _extent_expr(self.buffer.shape[d])
+                stop = i.stop if i.stop is not None else extent_expr(self.buffer.shape[d])
                 raise TilecError(
                     f"the extent of dim {d} of region '{print_expr(self.expr)}' must be a compile-time "
                     f"integer (the slice runs from '{print_expr(start)}' to '{print_expr(stop)}')",
@@ -168,7 +168,7 @@ class Region:
                 )
 
 
-def _extent_expr(n) -> ir.Expr:
+def extent_expr(n) -> ir.Expr:
     """A buffer extent as an expression: a literal, or a runtime extent's name."""
     return ir.Name(n) if isinstance(n, str) else ir.Int(n)
 

@@ -109,10 +109,13 @@ def _check_call(call: ir.Call, syms: KernelSymbols, target: Target) -> None:
     if op is None:
         return
     regions = [Region.read(arg, syms.buffer_of(arg)) for arg in call.args if _names_buffer(arg, syms)]
-    for r in regions:
+    # `copy(dst, src, oob="zero")` reads zeros where src runs past its
+    # tensor's end (dispatch checks the rest of what that needs)
+    oob_source = op == "copy" and any(kw.name == "oob" for kw in call.kwargs)
+    for i, r in enumerate(regions):
         # TMA clips a copy_async region at a global tensor's edge (fill on
         # load, skip on store); dispatch refuses it for variants that do not.
-        r.check_bounds(past_end=op == "copy_async")
+        r.check_bounds(past_end=op == "copy_async" or oob_source and i == 1)
     extents = [None if None in r.extents else list(r.extents) for r in regions]
     if op in _SAME_DTYPE and len(regions) >= 2:
         dst, src = (r.buffer for r in regions[:2])

@@ -15,14 +15,23 @@ constant indices (`register_storage.register_element`) and the memory side index
 by its thread position.  Registers that hold consecutive elements of a
 contiguous memory run move as one vector.  Register to register, both
 layouts must give each thread the same elements.
+
+`oob="zero"` (a global source loaded into registers): the source region may
+run past its tensor's end, as the last tile of a ragged M or N does.  Each
+access is guarded by its coordinates being inside the tensor, its
+registers set to zero first, so nothing outside is read and what lies
+outside reads as 0.  A vector never straddles the edge: its width also
+divides the tensor's last extent (a runtime extent: the multiple its
+`assume`s state).
 """
 from __future__ import annotations
 
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.value_types import value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
-from tilec.passes.dispatch.copy.operands import copy_operands
-from tilec.compiler.region import Region
+from tilec.compiler import ir
+from tilec.passes.dispatch.copy.operands import copy_operands, oob_fill
+from tilec.compiler.region import Region, extent_expr
 from tilec.passes.dispatch.build import assign, conj, copy_vec, guarded
 from tilec.passes.dispatch.register_storage import (
     axis_exprs,
@@ -60,7 +69,7 @@ def lower(op, ctx):
     if dst.is_local and src.is_local:
         return registers_to_registers(op, ctx, dst, src)
     if dst.is_local or src.is_local:
-        return registers_and_memory(op, ctx, dst, src)
+        return registers_and_memory(op, ctx, dst, src, oob_fill(op) is not None)
     return memory_to_memory(op, ctx, dst, src)
 
 
@@ -76,7 +85,8 @@ def memory_to_memory(op, ctx, dst: Region, src: Region) -> list:
     )
 
 
-def registers_and_memory(op, ctx, dst: Region, src: Region) -> list:
+def registers_and_memory(op, ctx, dst: Region, src: Region, past_end: bool = False) -> list:
+    """`past_end`: src (global) may run past its tensor's end (`oob="zero"`)."""
     to_registers = dst.is_local
     reg, mem = (dst, src) if to_registers else (src, dst)
     if not scalar_elements(reg.dtype):
@@ -97,6 +107,9 @@ def registers_and_memory(op, ctx, dst: Region, src: Region) -> list:
     # registers move as vectors only when each holds exactly one element (not i8/i16, widened to 32 bits)
     vectors = eb >= 2 and value_type_of_dtype(reg.dtype) == reg.dtype
     by_slot = {h.slot: h for h in held}
+    bounds = [extent_expr(n) for n in mem.buffer.shape]
+    # with past_end a vector must not straddle the tensor's last edge
+    last = bounds[-1] if past_end else ir.Int(0)
     done, stmts = set(), []
     for h in held:
         if h.slot in done:
@@ -106,17 +119,28 @@ def registers_and_memory(op, ctx, dst: Region, src: Region) -> list:
         v = 1
         for w in widths(eb) if vectors else ():
             if w > 1 and _register_run(by_slot, h, w, done) and vector_ok(mem, w, divisors) \
-                    and divisors.of(mem_elem.indices[-1]) % w == 0:
+                    and divisors.of(mem_elem.indices[-1]) % w == 0 and divisors.of(last) % w == 0:
                 v = w
                 break
         reg_elem = register_element(reg.buffer, h.coord)
         done.update(range(h.slot, h.slot + v))
         if v > 1:
-            stmts.append(copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v))
+            load = copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v)
         else:
-            stmts.append(assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem))
+            load = assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem)
+        if past_end:
+            stmts += _zeroed(reg.buffer, h, v, by_slot)
+            load = ir.If(conj([ir.Binary("<", i, n) for i, n in zip(mem_elem.indices, bounds)]), (load,))
+        stmts.append(load)
     writer = None if to_registers else st.first_copy(axes)
     return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts))
+
+
+def _zeroed(buf, first, v: int, by_slot) -> list:
+    """`reg = 0` for the v registers a load from `first` on fills, before
+    the load that may not happen (a guarded one past the tensor's edge)."""
+    zero = ir.Float(0.0) if DTYPES[buf.dtype].is_float else ir.Int(0)
+    return [assign(register_element(buf, by_slot[first.slot + k].coord), zero) for k in range(v)]
 
 
 def _register_run(by_slot, first, w: int, done) -> bool:

@@ -5,18 +5,33 @@ variant could do better than.
 from __future__ import annotations
 
 from tilec.compiler.diagnostics import TilecError
-from tilec.passes.dispatch.operands import bind, region, same_shape
+from tilec.passes.dispatch.operands import SIGNATURES, bind, region, same_shape
 
 
 def copy_operands(op, ctx) -> tuple:
     """(dst, src) regions of a copy; a located error when they cannot be
-    copied one onto the other by any variant."""
+    copied one onto the other by any variant.  With `oob="zero"` the source
+    is a global region that may run past its tensor's end, loaded into
+    registers (`ldst` reads the elements outside as zeros)."""
     args = bind(op)
+    oob = oob_fill(op)
     dst = region(args["dst"], ctx.symbols, "the destination of copy")
-    src = region(args["src"], ctx.symbols, "the source of copy")
+    src = region(args["src"], ctx.symbols, "the source of copy", past_end=oob is not None)
+    if oob is not None and (src.scope != "global" or not dst.is_local):
+        raise TilecError(
+            f"copy with oob=\"{oob}\" loads a global region that may run past its tensor's end into "
+            f"registers, not {src.scope} '{src.name}' into {dst.scope} '{dst.name}'",
+            op.span,
+        )
     if dst.dtype != src.dtype:
         raise TilecError(
             f"copy: '{dst.name}' is {dst.dtype} but '{src.name}' is {src.dtype}; use cast to convert", op.span
         )
     same_shape(dst, src, "copy", op.span)
     return dst, src
+
+
+def oob_fill(op) -> str | None:
+    """The copy's `oob=` ("zero"), or None when its source must lie in its buffer."""
+    args = bind(op)
+    return SIGNATURES["copy"].literals(op.call.func, args, op.span)["oob"]
