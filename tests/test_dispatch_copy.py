@@ -659,3 +659,60 @@ def test_oob_regions_still_start_inside(call, message):
         compile_kernel(OOB.replace("ROW", "22").replace('copy(regs, SRC[r0 : r0 + 64, COL : COL + 16], oob="zero")',
                                                        call))
     assert err.value.span.line == 7
+
+
+TILED = """
+const ACC = S[(4, 2, 8, 2, 4, 2) : (32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]
+kernel k(X: f16[ROWS, 64], Y: f16[64, 16], r: i32, c: i32):
+    cta_id([1])
+    t = thread_id_in_wg([128])
+    regs = alloc_local((64, 16), f16, layout=ACC)
+    copy(regs, X[r * 64 : r * 64 + 64, c * 16 : c * 16 + 16], oob="zero")
+    copy(Y, regs)
+"""
+
+
+def ifs(module):
+    from tilec.compiler import ir, visit
+
+    return [n for n in visit.walk(module.kernels[0]) if isinstance(n, ir.If)]
+
+
+@pytest.mark.parametrize("rows, tests", [(128, 1), (100, 1 + 4)])
+def test_oob_tests_a_dim_once_where_a_slice_lies_wholly_inside_or_outside(rows, tests):
+    """A 64-row slice at a multiple of 64 of a 128-row tensor is inside or
+    outside as a whole, as is a 16-column slice at a multiple of 16 of 64
+    columns: one test of the starts guards the copy (its else: zeros),
+    and no access is tested alone.  With 100 rows the row dim is ragged:
+    each of a thread's 4 accesses (4-byte column pairs) tests its row too."""
+    text = TILED.replace("ROWS", str(rows))
+    assert len(ifs(lowered(text))) == tests
+    r = compile_kernel(text)
+    assert set(re.findall(r"ld\.global\.\w+", r.ptx)) == {"ld.global.b32"}
+    x = values((rows, 64), "f16")
+    for r0, c0 in [(0, 0), (1, 3), (2, 1), (0, 4)]:   # (2, _) and (_, 4): wholly outside
+        y = poison((64, 16), "f16")
+        simulate(r, {"X": x, "Y": y, "r": r0, "c": c0})
+        np.testing.assert_array_equal(y, zero_padded(x, 64 * r0, 16 * c0, (64, 16)))
+
+
+def test_oob_bounds_a_runtime_extent_by_its_value_at_launch():
+    """X: f16[M, N] with extents bound at launch: the tests compare with
+    them, and `assume(N % 2 == 0)` lets column pairs load as one access."""
+    text = """
+const ACC = S[(4, 2, 8, 2, 4, 2) : (32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]
+kernel k(X: f16[M, N], Y: f16[64, 16], r0: i32, c0: i32):
+    assume(N % 2 == 0)
+    cta_id([1])
+    t = thread_id_in_wg([128])
+    regs = alloc_local((64, 16), f16, layout=ACC)
+    copy(regs, X[r0 : r0 + 64, c0 * 2 : c0 * 2 + 16], oob="zero")
+    copy(Y, regs)
+"""
+    r = compile_kernel(text)
+    assert set(re.findall(r"ld\.global\.\w+", r.ptx)) == {"ld.global.b32"}
+    x = values((70, 20), "f16")
+    for r0, c0 in [(0, 0), (10, 3), (60, 5)]:
+        y = poison((64, 16), "f16")
+        simulate(r, {"X": x, "Y": y, "r0": r0, "c0": c0, "M": 70, "N": 20})
+        np.testing.assert_array_equal(y, zero_padded(x, r0, 2 * c0, (64, 16)))

@@ -344,7 +344,6 @@ def test_every_configuration_assembles(name, config):
     "defines, message",
     [
         ({"ACT": 7}, "ACT must be ACT_NONE, ACT_RELU, ACT_GELU or ACT_SILU"),
-        ({"HAS_BIAS": True, "N": 4000}, "M and N must be multiples of the tile"),
     ],
 )
 def test_unsupported_epilogues_are_compile_errors(defines, message):
@@ -362,14 +361,34 @@ def global_loads(ptx: str) -> Counter:
     return Counter(int(v or 1) * int(bits) // 8 for v, bits in GLOBAL_LOAD.findall(ptx))
 
 
+@pytest.mark.parametrize("step", ["HAS_RESIDUAL", "HAS_BIAS"])
 @pytest.mark.parametrize("name", STORE_TILE_KERNELS)
-def test_the_residual_is_read_with_wide_loads(name):
-    """store_tile copies R's slice into the f16 registers before the
-    epilogue, so the loads a residual adds to a kernel are 4 bytes or more
-    (a thread's two adjacent columns at once), never one 2-byte element."""
-    added = global_loads(build(name, HAS_RESIDUAL=True).ptx) - global_loads(build(name).ptx)
-    assert added, "the residual adds no global load"
+def test_bias_and_residual_are_read_with_wide_loads(name, step):
+    """store_tile copies R's slice into the f16 registers and the bias's
+    into a per-column register tile before the epilogue, so the loads
+    either adds to a kernel are 4 bytes or more (a thread's two adjacent
+    columns at once), never one 2-byte element; the bias is loaded once
+    for both rows a thread holds of a column (a quarter of the accumulator
+    elements it adds to, in 4-byte loads: one load per 4 elements)."""
+    added = global_loads(build(name, **{step: True}).ptx) - global_loads(build(name).ptx)
+    assert added, f"{step} adds no global load"
     assert min(added) >= 4, dict(added)
+    if step == "HAS_BIAS":
+        residual = global_loads(build(name, HAS_RESIDUAL=True).ptx) - global_loads(build(name).ptx)
+        assert sum(added.values()) * 2 == sum(residual.values())
+
+
+RAGGED = dict(M=1000, N=1000, K=520)   # 1000 = 7 * 128 + 104 = 3 * 256 + 232
+
+
+@pytest.mark.parametrize("name", STORE_TILE_KERNELS)
+def test_ragged_shapes_take_a_bias_and_a_residual(name):
+    """M and N need not be multiples of the tile with a bias or a residual:
+    every store_tile kernel compiles and assembles at 1000 x 1000 x 520
+    with every epilogue step (hgemm_v7_runtime: any extents at launch)."""
+    shape = {} if name == "hgemm_v7_runtime" else RAGGED
+    r = build(name, ALPHA=0.5, HAS_BIAS=True, ACT="ACT_GELU", HAS_RESIDUAL=True, **shape)
+    assemble(r.ptx, "sm_90a")
 
 
 ACTIVATIONS = {
@@ -457,22 +476,38 @@ def test_runtime_v7_epilogue_in_the_simulator():
 
 
 @pytest.mark.parametrize("defines", [{"HAS_BIAS": True}, {"HAS_RESIDUAL": True}])
-def test_runtime_v7_refuses_ragged_tiles_with_a_bias_or_residual(defines):
-    """The epilogue reads whole tiles of bias and R, so with either the
-    launch refuses an M or N that is not a multiple of the tile (without
-    them ragged edges are fine: the TMA clips)."""
+def test_runtime_v7_takes_ragged_tiles_with_a_bias_or_residual(defines):
+    """The epilogue's reads of bias and R stop at M and N, so the launch
+    takes an M or N that is not a multiple of the tile with either, as
+    without them (the TMA clips the rest); a shape the kernel refuses
+    without them (N not a multiple of 8) is still refused."""
     entry = build("hgemm_v7_runtime", BLK_N=128, **defines).meta["kernels"][0]
-    n, k = 256, 64
+    k = 64
 
-    def args(m):
+    def args(m, n):
         extra = [np.zeros(n, np.float16)] if defines.get("HAS_BIAS") else [np.zeros((m, n), np.float16)]
         return [np.zeros((m, k), np.float16), np.zeros((n, k), np.float16), np.zeros((m, n), np.float16), *extra]
 
-    check_args(entry["params"], args(256), entry["tensormaps"], assumes=entry["assumes"], sm_count=132)
-    with pytest.raises(LaunchError, match=r"M and N must be multiples of the tile .*M = 200"):
-        check_args(entry["params"], args(200), entry["tensormaps"], assumes=entry["assumes"], sm_count=132)
-    plain = build("hgemm_v7_runtime", BLK_N=128).meta["kernels"][0]
-    check_args(plain["params"], args(200)[:3], plain["tensormaps"], assumes=plain["assumes"], sm_count=132)
+    for m, n in [(256, 256), (200, 256), (256, 200), (129, 136)]:
+        check_args(entry["params"], args(m, n), entry["tensormaps"], assumes=entry["assumes"], sm_count=132)
+    with pytest.raises(LaunchError, match=r"N and K must be multiples of 8"):
+        check_args(entry["params"], args(200, 203), entry["tensormaps"], assumes=entry["assumes"], sm_count=132)
+
+
+def test_v7_epilogue_at_ragged_edges_in_the_simulator():
+    """M = 100, N = 72 in 64 x 64 tiles (one consumer, 2 CTAs): the last
+    tile row has 36 rows, the last tile column 8 columns.  bias and R are
+    exactly M x N (the simulator faults on any access outside an array),
+    and D, NaN-poisoned, must be the reference everywhere."""
+    m, n, k = 100, 72, 64
+    A, B, bias, R = operands(m, n, k)
+    r = build("hgemm_v7", M=m, N=n, K=k, BLK_M=64, BLK_N=64, SM_COUNT=2, STAGES=2, ALPHA=0.5, HAS_BIAS=True,
+              ACT="ACT_GELU", HAS_RESIDUAL=True)
+    D = np.full((m, n), np.nan, np.float16)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "bias": bias, "R": R})
+    assert relative_error(D, reference(A, B, bias, R, 0.5, "ACT_GELU")) < 2e-3
+    edge = reference(A, B, bias, R, 0.5, "ACT_GELU")[64:, 64:]
+    assert relative_error(D[64:, 64:], edge) < 2e-3
 
 
 @pytest.fixture
@@ -519,3 +554,45 @@ def test_epilogue_matches_torch_on_the_gpu(cuda, name, act):
     assert not torch.isnan(D).any()
     err = ((D.float() - ref).norm() / ref.norm()).item()
     assert err < 2e-3, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", STORE_TILE_KERNELS)
+def test_ragged_epilogue_matches_torch_on_the_gpu(cuda, name):
+    """alpha, bias, GELU and residual at 1000 x 1000 x 520 (neither M nor N
+    a multiple of the tile; hgemm_v7_runtime: M, N, K at launch), D
+    NaN-poisoned, against torch's f32 computation.  The workspaces of
+    split-K and stream-K are shaped from kernel.json."""
+    torch = cuda
+    m, n, k = RAGGED["M"], RAGGED["N"], RAGGED["K"]
+    defines = dict(ALPHA=0.5, HAS_BIAS=True, ACT="ACT_GELU", HAS_RESIDUAL=True)
+    if name != "hgemm_v7_runtime":
+        defines.update(RAGGED, SM_COUNT=torch.cuda.get_device_properties(0).multi_processor_count)
+    r = build(name, **defines)
+    from tilec.runtime.module import CompiledModule
+
+    kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
+    g = torch.Generator(device="cuda").manual_seed(2)
+    A = torch.randn(m, k, device="cuda", generator=g).half()
+    B = (torch.randn(n, k, device="cuda", generator=g) / k**0.5).half()
+    args = {
+        "A": A,
+        "B": B.T.contiguous() if name == "hgemm_v7_mn" else B,   # v7_mn takes B as K x N
+        "D": torch.full((m, n), float("nan"), device="cuda", dtype=torch.half),
+        "bias": torch.randn(n, device="cuda", generator=g).half(),
+        "R": torch.randn(m, n, device="cuda", generator=g).half(),
+    }
+    for p in r.meta["kernels"][0]["params"]:
+        if p["name"] in ("W", "C"):   # the split-K / stream-K workspace and its counters (zeros)
+            dtype = torch.float32 if p["dtype"] == "f32" else torch.int32
+            args[p["name"]] = torch.zeros(p["shape"], device="cuda", dtype=dtype)
+    kernel(*(args[p["name"]] for p in r.meta["kernels"][0]["params"] if p["kind"] == "buffer"))
+    torch.cuda.synchronize()
+    x = 0.5 * (A.float() @ B.float().T) + args["bias"].float()
+    ref = torch.nn.functional.gelu(x, approximate="tanh") + args["R"].float()
+    D = args["D"]
+    assert not torch.isnan(D).any()
+    err = ((D.float() - ref).norm() / ref.norm()).item()
+    assert err < 2e-3, err
+    edge = (D.float() - ref)[896:, 768:]   # the last tile row and column of every configuration
+    assert (edge.norm() / ref[896:, 768:].norm()).item() < 2e-3

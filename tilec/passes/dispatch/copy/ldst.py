@@ -17,11 +17,16 @@ contiguous memory run move as one vector.  Register to register, both
 layouts must give each thread the same elements.
 
 `oob="zero"` (a global source loaded into registers): the source region may
-run past its tensor's end, as the last tile of a ragged M or N does.  Each
-access is guarded by its coordinates being inside the tensor, its
-registers set to zero first, so nothing outside is read and what lies
-outside reads as 0.  A vector never straddles the edge: its width also
-divides the tensor's last extent (a runtime extent: the multiple its
+run past its tensor's end, as the last tile of a ragged M or N does.  The
+accesses are guarded by their coordinates being inside the tensor, so
+nothing outside is read and what lies outside reads as 0 (the registers of
+an access that does not happen are set to zero).  A dim whose region start
+and tensor extent are both multiples of the region's extent there (a
+64-row slice at a multiple of 64 in a tensor of 4096 rows) is wholly
+inside or wholly outside, so one test of its start guards the whole copy;
+only the other dims (the ragged ones) test each access.  Where the last
+dim is tested per access, a vector never straddles the edge: its width
+also divides the tensor's last extent (a runtime extent: the multiple its
 `assume`s state).
 """
 from __future__ import annotations
@@ -30,6 +35,7 @@ from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.value_types import value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
 from tilec.compiler import ir
+from tilec.compiler.fold import fold_expr
 from tilec.passes.dispatch.copy.operands import copy_operands, oob_fill
 from tilec.compiler.region import Region, extent_expr
 from tilec.passes.dispatch.build import assign, conj, copy_vec, guarded
@@ -107,9 +113,9 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, past_end: bool = Fal
     # registers move as vectors only when each holds exactly one element (not i8/i16, widened to 32 bits)
     vectors = eb >= 2 and value_type_of_dtype(reg.dtype) == reg.dtype
     by_slot = {h.slot: h for h in held}
-    bounds = [extent_expr(n) for n in mem.buffer.shape]
-    # with past_end a vector must not straddle the tensor's last edge
-    last = bounds[-1] if past_end else ir.Int(0)
+    uniform, ragged = _edge_tests(mem, divisors) if past_end else ([], {})
+    # a vector must not straddle an edge tested per access
+    last = ragged.get(len(mem.buffer.shape) - 1, ir.Int(0))
     done, stmts = set(), []
     for h in held:
         if h.slot in done:
@@ -128,12 +134,36 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, past_end: bool = Fal
             load = copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v)
         else:
             load = assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem)
-        if past_end:
+        inside = conj([ir.Binary("<", mem_elem.indices[d], n) for d, n in ragged.items()])
+        if inside is not None:
             stmts += _zeroed(reg.buffer, h, v, by_slot)
-            load = ir.If(conj([ir.Binary("<", i, n) for i, n in zip(mem_elem.indices, bounds)]), (load,))
+            load = ir.If(inside, (load,))
         stmts.append(load)
     writer = None if to_registers else st.first_copy(axes)
-    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts))
+    stmts = roll(ctx, stmts)
+    if uniform:
+        # the region lies past the edge of a uniform dim as a whole: registers of zeros
+        zeros = [_zeroed(reg.buffer, h, 1, by_slot)[0] for h in held]
+        stmts = [ir.If(conj(uniform), tuple(stmts), tuple(roll(ctx, zeros)))]
+    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), stmts)
+
+
+def _edge_tests(mem: Region, divisors: Divisors):
+    """(tests, per-access bounds) of a region that may run past its
+    tensor's end: `start < extent` for each dim the region lies wholly
+    inside or wholly outside of (start and the tensor's extent multiples
+    of the region's extent, or a single index), one test for the whole
+    copy; {dim: extent} for the others, which each access tests."""
+    uniform, ragged = [], {}
+    for d, n in enumerate(mem.buffer.shape):
+        start, extent, bound = mem.starts[d], mem.extents[d], extent_expr(n)
+        if extent == 1 or divisors.of(start) % extent == 0 and divisors.of(bound) % extent == 0:
+            test = fold_expr(ir.Binary("<", start, bound))
+            if not (isinstance(test, ir.Bool) and test.value):
+                uniform.append(test)
+        else:
+            ragged[d] = bound
+    return uniform, ragged
 
 
 def _zeroed(buf, first, v: int, by_slot) -> list:
