@@ -26,7 +26,8 @@ from tilec.runtime.launch import LaunchError, check_args
 ROOT = Path(__file__).resolve().parent.parent
 HOPPER = ROOT / "examples" / "hopper"
 EPILOGUE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_small_m", "gemm_small_m_split_k",
-                    "gemm_stream_k", "gemm_small_m_stream_k", "hgemm_v7_runtime")
+                    "gemm_stream_k", "gemm_small_m_stream_k", "hgemm_v7_runtime", "fp8_gemm",
+                    "fp8_gemm_blockscaled")
 
 
 def write(directory: Path, files: dict) -> None:
@@ -352,7 +353,8 @@ def test_unsupported_epilogues_are_compile_errors(defines, message):
     assert info.value.span is not None
 
 
-STORE_TILE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_stream_k", "hgemm_v7_runtime")
+STORE_TILE_KERNELS = ("hgemm_v7", "gemm_split_k", "hgemm_v7_mn", "gemm_stream_k", "hgemm_v7_runtime", "fp8_gemm",
+                      "fp8_gemm_blockscaled")
 GLOBAL_LOAD = re.compile(r"\bld\.global(?:\.[a-z]+)*?(?:\.v(\d))?\.[bfsu](\d+)\s")
 
 
@@ -379,15 +381,19 @@ def test_bias_and_residual_are_read_with_wide_loads(name, step):
 
 
 RAGGED = dict(M=1000, N=1000, K=520)   # 1000 = 7 * 128 + 104 = 3 * 256 + 232
+# fp8_gemm's N and K are multiples of 16 (16-byte rows of e4m3); fp8_gemm_blockscaled takes
+# multiples of 128 only (its scale blocks), so it has no ragged tiles
+RAGGED_SHAPES = {"hgemm_v7_runtime": {}, "fp8_gemm": dict(M=1000, N=1008, K=528)}
 
 
-@pytest.mark.parametrize("name", STORE_TILE_KERNELS)
+@pytest.mark.parametrize("name", [n for n in STORE_TILE_KERNELS if n != "fp8_gemm_blockscaled"])
 def test_ragged_shapes_take_a_bias_and_a_residual(name):
     """M and N need not be multiples of the tile with a bias or a residual:
     every store_tile kernel compiles and assembles at 1000 x 1000 x 520
-    with every epilogue step (hgemm_v7_runtime: any extents at launch)."""
-    shape = {} if name == "hgemm_v7_runtime" else RAGGED
-    r = build(name, ALPHA=0.5, HAS_BIAS=True, ACT="ACT_GELU", HAS_RESIDUAL=True, **shape)
+    (fp8_gemm 1000 x 1008 x 528) with every epilogue step
+    (hgemm_v7_runtime: any extents at launch)."""
+    r = build(name, ALPHA=0.5, HAS_BIAS=True, ACT="ACT_GELU", HAS_RESIDUAL=True,
+              **RAGGED_SHAPES.get(name, RAGGED))
     assemble(r.ptx, "sm_90a")
 
 
@@ -557,7 +563,7 @@ def test_epilogue_matches_torch_on_the_gpu(cuda, name, act):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", STORE_TILE_KERNELS)
+@pytest.mark.parametrize("name", STORE_TILE_KERNELS[:5])
 def test_ragged_epilogue_matches_torch_on_the_gpu(cuda, name):
     """alpha, bias, GELU and residual at 1000 x 1000 x 520 (neither M nor N
     a multiple of the tile; hgemm_v7_runtime: M, N, K at launch), D
@@ -596,3 +602,89 @@ def test_ragged_epilogue_matches_torch_on_the_gpu(cuda, name):
     assert err < 2e-3, err
     edge = (D.float() - ref)[896:, 768:]   # the last tile row and column of every configuration
     assert (edge.norm() / ref[896:, 768:].norm()).item() < 2e-3
+
+
+def test_fp8_epilogue_in_the_simulator():
+    """fp8_gemm (one 128 x 128 tile) with its per-tensor scales and the
+    epilogue in bf16: D = silu(ALPHA scale_a scale_b A B^T + bias) + R."""
+    m, n, k = 128, 128, 128
+    rng = np.random.default_rng(3)
+    values = np.array([float(x) for x in np.arange(-6, 7)], np.float64)
+    ia, ib = rng.integers(0, len(values), (m, k)), rng.integers(0, len(values), (n, k))
+    A = _e4m3_bits(values[ia]).astype(np.uint8)
+    B = _e4m3_bits(values[ib]).astype(np.uint8)
+    bias, R = rng.standard_normal(n), rng.standard_normal((m, n))
+    r = build("fp8_gemm", M=m, N=n, K=k, SM_COUNT=1, BLK_N=128, ALPHA=0.5, HAS_BIAS=True, ACT="ACT_SILU",
+              HAS_RESIDUAL=True)
+    D = np.full((m, n), 0xFFFF, np.uint16)   # NaN
+    sa, sb = np.array([0.25], np.float32), np.array([0.125], np.float32)
+    wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "scale_a": sa, "scale_b": sb,
+                                      "bias": _bf16_bits(bias), "R": _bf16_bits(R)})
+    acc = 0.5 * 0.25 * 0.125 * (values[ia] @ values[ib].T)
+    ref = ACTIVATIONS["ACT_SILU"](acc + _bf16(bias)) + _bf16(R)
+    assert relative_error(_bf16(D, bits=True), ref) < 1e-2
+
+
+def _bf16_bits(x):
+    """bf16 bit patterns of x (round to nearest even)."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def _bf16(x, bits=False):
+    """The values of bf16 bit patterns, or of x rounded to bf16."""
+    b = x if bits else _bf16_bits(x)
+    return (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _e4m3_bits(x):
+    """e4m3 bit patterns of small integers (|x| <= 6, exact in e4m3)."""
+    out = np.zeros(x.shape, np.uint8)
+    for v in np.unique(x):
+        mag = abs(v)
+        if mag == 0:
+            bits = 0
+        else:
+            e = int(np.floor(np.log2(mag)))
+            mant = int(round((mag / 2**e - 1) * 8))
+            bits = ((e + 7) << 3) | mant
+        out[x == v] = bits | (0x80 if v < 0 else 0)
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, shape", [("fp8_gemm", (1000, 1008, 528)), ("fp8_gemm", (1024, 1024, 512)),
+                                         ("fp8_gemm_blockscaled", (1024, 1024, 512))])
+def test_fp8_epilogue_matches_torch_on_the_gpu(cuda, name, shape):
+    """The FP8 GEMMs with ALPHA 0.5, a bias, GELU and a residual (bf16),
+    D NaN-poisoned, against torch in f64 (fp8_gemm at a ragged shape too)."""
+    torch = cuda
+    m, n, k = shape
+    r = build(name, M=m, N=n, K=k, SM_COUNT=torch.cuda.get_device_properties(0).multi_processor_count,
+              ALPHA=0.5, HAS_BIAS=True, ACT="ACT_GELU", HAS_RESIDUAL=True)
+    from tilec.runtime.module import CompiledModule
+
+    kernel = CompiledModule(r.ptx, r.meta, "sm_90a").kernel()
+    g = torch.Generator(device="cuda").manual_seed(4)
+    A = (torch.randn(m, k, device="cuda", generator=g) * 2).to(torch.float8_e4m3fn)
+    B = (torch.randn(n, k, device="cuda", generator=g) * 2).to(torch.float8_e4m3fn)
+    bias = torch.randn(n, device="cuda", generator=g).to(torch.bfloat16)
+    R = torch.randn(m, n, device="cuda", generator=g).to(torch.bfloat16)
+    D = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    a, b = A.double(), B.double()
+    if name == "fp8_gemm":
+        sa, sb = torch.tensor([0.25], device="cuda"), torch.tensor([0.125], device="cuda")
+        kernel(A.view(torch.uint8), B.view(torch.uint8), D, sa, sb, bias, R)
+        acc = (a @ b.T) * (0.25 * 0.125)
+    else:
+        SA = torch.rand(k // 128, m, device="cuda", generator=g) + 0.5
+        SB = torch.rand(n // 128, k // 128, device="cuda", generator=g) + 0.5
+        kernel(A.view(torch.uint8), B.view(torch.uint8), D, SA, SB, bias, R)
+        a = a * SA.double().T.repeat_interleave(128, dim=1)
+        b = b * SB.double().repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
+        acc = a @ b.T
+    torch.cuda.synchronize()
+    ref = torch.nn.functional.gelu(0.5 * acc + bias.double(), approximate="tanh") + R.double()
+    assert not torch.isnan(D).any()
+    err = ((D.double() - ref).norm() / ref.norm()).item()
+    assert err < 1e-2, err
