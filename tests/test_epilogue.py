@@ -501,19 +501,21 @@ def test_runtime_v7_takes_ragged_tiles_with_a_bias_or_residual(defines):
 
 
 def test_v7_epilogue_at_ragged_edges_in_the_simulator():
-    """M = 100, N = 72 in 64 x 64 tiles (one consumer, 2 CTAs): the last
-    tile row has 36 rows, the last tile column 8 columns.  bias and R are
-    exactly M x N (the simulator faults on any access outside an array),
-    and D, NaN-poisoned, must be the reference everywhere."""
-    m, n, k = 100, 72, 64
+    """M = 100, N = 104 in 64 x 80 tiles (one consumer, 2 CTAs; stores of
+    64 and 16 columns): the last tile row has 36 rows, the last tile column
+    24 columns (its 64-column store 24 inside, its 16-column store none).
+    bias and R are exactly M x N (the simulator faults on any access
+    outside an array), and D, NaN-poisoned, must be the reference
+    everywhere."""
+    m, n, k = 100, 104, 64
     A, B, bias, R = operands(m, n, k)
-    r = build("hgemm_v7", M=m, N=n, K=k, BLK_M=64, BLK_N=64, SM_COUNT=2, STAGES=2, ALPHA=0.5, HAS_BIAS=True,
+    r = build("hgemm_v7", M=m, N=n, K=k, BLK_M=64, BLK_N=80, SM_COUNT=2, STAGES=2, ALPHA=0.5, HAS_BIAS=True,
               ACT="ACT_GELU", HAS_RESIDUAL=True)
     D = np.full((m, n), np.nan, np.float16)
     wgmma_ptx_sim.run(r.ptx, r.meta, {"A": A, "B": B, "D": D, "bias": bias, "R": R})
-    assert relative_error(D, reference(A, B, bias, R, 0.5, "ACT_GELU")) < 2e-3
-    edge = reference(A, B, bias, R, 0.5, "ACT_GELU")[64:, 64:]
-    assert relative_error(D[64:, 64:], edge) < 2e-3
+    ref = reference(A, B, bias, R, 0.5, "ACT_GELU")
+    assert relative_error(D, ref) < 2e-3
+    assert relative_error(D[64:, 80:], ref[64:, 80:]) < 2e-3
 
 
 @pytest.fixture
