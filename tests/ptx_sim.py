@@ -375,9 +375,12 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
         return
     b = num(ops[2], "u32" if name in ("shl", "shr") else t)
     if t.startswith("f"):
-        r = {"add": a + b, "sub": a - b, "mul": a * b, "min": min(a, b), "max": max(a, b)}.get(name)
-        if name == "div":
-            r = np.float32(a) / np.float32(b) if t == "f32" else a / b
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # IEEE results, as the GPU's
+            if name == "div":
+                r = np.float32(a) / np.float32(b) if t == "f32" else a / b
+            else:
+                r = {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b,
+                     "min": lambda: min(a, b), "max": lambda: max(a, b)}.get(name, lambda: None)()
         regs[ops[0]] = _from_float(np.float32(r) if t == "f32" else r, t)
         return
     bits = _WIDTH[t]
