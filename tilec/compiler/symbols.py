@@ -572,7 +572,10 @@ class _Analyzer:
     # ---- scopes -------------------------------------------------------
 
     def visible(self, name: str) -> bool:
-        return any(name in s for s in self.scopes)
+        for scope in self.scopes:
+            if name in scope:
+                return True
+        return False
 
     def define(self, sym: Symbol) -> None:
         name = sym.name
@@ -1078,18 +1081,19 @@ class _Analyzer:
             if e is None:
                 continue
             for node in visit.walk(e):
-                if isinstance(node, ir.Name):
+                kind = type(node)  # (node classes have no subclasses: one look instead of five isinstance)
+                if kind is ir.Name:
                     self.name_use(node)
-                elif isinstance(node, ir.Index):
+                elif kind is ir.Index:
                     self.index_use(node)
-                elif isinstance(node, ir.Call):
+                elif kind is ir.Call:
                     self.call(node, statement=False, recurse=False)
-                elif isinstance(node, ir.Method):
+                elif kind is ir.Method:
                     if not isinstance(node.obj, ir.Name):
                         raise TilecError("methods are called on buffer or pool names", node.span)
                     if node.name == "ptr_to":  # the one method that is a value: check its index
                         self.method(node, statement=False)
-                elif isinstance(node, ir.Attr):
+                elif kind is ir.Attr:
                     raise TilecError(f"unknown attribute '.{node.name}'", node.span)
 
     def index_use(self, e: ir.Index) -> None:

@@ -213,7 +213,11 @@ class Parser:
                     state_stack.append(action)
                     stack.append((token, token, 0))
                     break
-                self._reduce(rules[-1 - action], state_stack, stack, builder, methods, tree, max_depth)
+                rule = rules[-1 - action]
+                if rule[2] == UNIT:  # (`_reduce`'s first case, here: most reductions are)
+                    state_stack[-1] = states[state_stack[-2]][rule[0]]
+                    continue
+                self._reduce(rule, state_stack, stack, builder, methods, tree, max_depth)
         end = (Token("$END", "", token.start_pos, token.line, token.column, token.end_line, token.end_column,
                      token.end_pos) if token is not None else Token("$END", "", 0, 1, 1))
         while True:
