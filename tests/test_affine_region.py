@@ -78,3 +78,16 @@ def test_region_bounds(text, scope, past_end, message):
 def test_buffer_layout_value_is_computed_once():
     b = _buf((4, 8), "shared")
     assert str(b.tile_layout) == "S[(4, 8) : (8, 1)]" and b.tile_layout is b.tile_layout
+
+
+def test_known_divisor_of_a_choice_divides_both_choices():
+    """A select or min/max is one of its two values: what divides both
+    divides it (the clamped start of an `oob="zero"` copy, `s if s < n else
+    0`, keeps the alignment of s)."""
+    from tilec.compiler.divisors import known_divisor
+
+    d = {"s": 64, "t": 48}.get
+    assert known_divisor(parse_expr("s if s < n else 0"), lambda n: d(n, 1)) == 64
+    assert known_divisor(parse_expr("s if c else t"), lambda n: d(n, 1)) == 16
+    assert known_divisor(parse_expr("min(s, t)"), lambda n: d(n, 1)) == 16
+    assert known_divisor(parse_expr("max(s, 3)"), lambda n: d(n, 1)) == 1

@@ -672,23 +672,30 @@ kernel k(X: f16[ROWS, 64], Y: f16[64, 16], r: i32, c: i32):
 """
 
 
-def ifs(module):
+def zeroing_tests(module):
+    """The conditions of the selects that zero registers (`r = r if c else 0.0`)."""
     from tilec.compiler import ir, visit
 
-    return [n for n in visit.walk(module.kernels[0]) if isinstance(n, ir.If)]
+    body = list(visit.walk(module.kernels[0]))
+    assert not [n for n in body if isinstance(n, ir.If)], "the copy branches"
+    return {n.value.cond for n in body if isinstance(n, ir.Assign) and isinstance(n.value, ir.Select)
+            and n.value.then == n.targets[0]}
 
 
-@pytest.mark.parametrize("rows, tests", [(128, 1), (100, 1 + 4)])
+@pytest.mark.parametrize("rows, tests", [(128, 1), (100, 2)])
 def test_oob_tests_a_dim_once_where_a_slice_lies_wholly_inside_or_outside(rows, tests):
-    """A 64-row slice at a multiple of 64 of a 128-row tensor is inside or
-    outside as a whole, as is a 16-column slice at a multiple of 16 of 64
-    columns: one test of the starts guards the copy (its else: zeros),
-    and no access is tested alone.  With 100 rows the row dim is ragged:
-    each of a thread's 4 accesses (4-byte column pairs) tests its row too."""
+    """No branch: each access reads inside the tensor (a start past a
+    uniform dim's end is read as 0, a ragged coordinate past it as 0) and
+    its registers are selected to zero where it lies outside.  A 64-row
+    slice at a multiple of 64 of a 128-row tensor is inside or outside as a
+    whole, as is a 16-column slice at a multiple of 16 of 64 columns: one
+    test of the starts, the same for every access.  With 100 rows the row
+    dim is ragged: a thread's accesses test its two rows (r and r + 8)."""
     text = TILED.replace("ROWS", str(rows))
-    assert len(ifs(lowered(text))) == tests
+    assert len(zeroing_tests(lowered(text))) == tests
     r = compile_kernel(text)
     assert set(re.findall(r"ld\.global\.\w+", r.ptx)) == {"ld.global.b32"}
+    assert not re.search(r"\bbra\b", r.ptx)
     x = values((rows, 64), "f16")
     for r0, c0 in [(0, 0), (1, 3), (2, 1), (0, 4)]:   # (2, _) and (_, 4): wholly outside
         y = poison((64, 16), "f16")
@@ -716,3 +723,19 @@ kernel k(X: f16[M, N], Y: f16[64, 16], r0: i32, c0: i32):
         y = poison((64, 16), "f16")
         simulate(r, {"X": x, "Y": y, "r0": r0, "c0": c0, "M": 70, "N": 20})
         np.testing.assert_array_equal(y, zero_padded(x, r0, 2 * c0, (64, 16)))
+
+
+@pytest.mark.parametrize("r0, c0", [(36, 6), (90, 20), (0, 0)])
+def test_oob_any_reads_inside_and_leaves_the_outside_unspecified(r0, c0):
+    """oob="any": the same reads inside the tensor as "zero" (the simulator
+    faults on any outside it), no select: the registers of positions past
+    the edge hold some element of X, and every position inside is X's."""
+    text = OOB.replace("ROW", "22").replace("SRC", "X").replace("COL", "c0").replace('oob="zero"', 'oob="any"')
+    assert not zeroing_tests(lowered(text))
+    r = compile_kernel(text)
+    assert "selp.b16" not in r.ptx and not re.search(r"\bbra\b", r.ptx)
+    x, y = values((100, 22), "f16"), poison((64, 16), "f16")
+    simulate(r, {"X": x, "Y": y, "r0": r0, "c0": c0})
+    part = x[r0 : r0 + 64, c0 : c0 + 16]
+    np.testing.assert_array_equal(y[: part.shape[0], : part.shape[1]], part)
+    assert np.isin(y, x).all()

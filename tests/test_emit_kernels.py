@@ -583,3 +583,32 @@ def test_unlowered_constructs_are_located_errors(body, message, line):
     with pytest.raises(TilecError, match=message) as err:
         EmitPTX().apply(module, PassContext(target=TARGETS["sm_90a"]))
     assert err.value.span.line == line
+
+
+SELECTS = """
+kernel k(A: f32[4], B: f32[4], n: i32):
+    cta_id([1])
+    t = thread_id([4])
+    r = alloc_local((2,), f32)
+    r[0] = A[t]
+    r[1] = A[t] * 2.0
+    B[t] = SELECT
+"""
+
+
+@pytest.mark.parametrize("select, branches", [
+    ("r[0] if t < n else r[1]", False),    # registers: selp, no branch
+    ("A[t] if t < n else 0.0", True),      # a load: only where the condition holds
+])
+def test_a_select_branches_only_around_what_may_fault(select, branches):
+    """A select evaluates both sides when neither reads memory nor calls
+    anything; a register array's element at a constant index is a
+    register, which does neither.  A global element read stays behind a
+    branch (it may lie outside the array where the condition is False)."""
+    ptx, _ = build(SELECTS.replace("SELECT", select))
+    assert (" bra " in ptx) == branches   # the kernel has no other branch
+    assert ("selp.f32" in ptx) == (not branches)
+    a, b = np.arange(4, dtype=np.float32) + 1, zeros(4, np.float32)
+    run(SELECTS.replace("SELECT", select), {"A": a, "B": b, "n": 2})
+    expected = np.where(np.arange(4) < 2, a, 2 * a if "r[1]" in select else 0)
+    np.testing.assert_array_equal(b, expected)

@@ -29,4 +29,9 @@ def known_divisor(e: ir.Expr, name_divisor=lambda name: 1) -> int:
             return a << e.rhs.value
         if e.op == "%" and isinstance(e.rhs, ir.Int):
             return gcd(a, b)
+    # the value is one of two values: what divides both
+    if isinstance(e, ir.Select):
+        return gcd(known_divisor(e.then, name_divisor), known_divisor(e.orelse, name_divisor))
+    if isinstance(e, ir.Call) and e.func in ("min", "max") and len(e.args) == 2 and not e.kwargs:
+        return gcd(*(known_divisor(a, name_divisor) for a in e.args))
     return 1

@@ -20,7 +20,7 @@ from tilec.compiler.tile_op import TileOp
 
 
 SIGNATURES = {
-    "copy": Signature.parse("dst: expr, src: expr, *, oob: str(zero) = None"),
+    "copy": Signature.parse("dst: expr, src: expr, *, oob: str(zero|any) = None"),
     "cast": Signature.parse("dst: expr, src: expr"),
     "fill": Signature.parse("dst: expr, value: expr"),
     "gemm": Signature.parse(

@@ -337,10 +337,18 @@ class Expressions:
             return self._binop("xor.b16", a, self.imm(0x8000, "u32"), t)
         return self._unop(f"neg.{ptx_type(t) if is_float(t) else 's' + str(width(t))}", a, t)
 
+    def _register_read(self, index: ir.Index) -> bool:
+        """Whether `index` names a register: an element of a local buffer at
+        constant indices, never indexed at run time (so not in local memory).
+        A select of registers needs no branch (`x = inside ? x : 0.0`)."""
+        buf = self.syms.buffers.get(index.base.id) if isinstance(index.base, ir.Name) else None
+        return (buf is not None and buf.scope == "local" and buf.storage not in self.syms.runtime_indexed
+                and all(isinstance(i, ir.Int) for i in index.indices))
+
     def select(self, e: ir.Select) -> Operand:
         t = self.syms.type_of(e)
         c = self.value(e.cond, "bool")
-        if _has_effects(e.then) or _has_effects(e.orelse):
+        if _has_effects(e.then, self._register_read) or _has_effects(e.orelse, self._register_read):
             d = self.regs.temp(t)
             other, done = self.regs.label("else"), self.regs.label("endsel")
             self.line(f"@!{self.reg(c)} bra {other};")
@@ -560,8 +568,11 @@ def _rounds(s: str, t: str) -> bool:
 _PURE_CALLS = ("min", "max", "convert", "reinterpret", "pack_f16x2", "pack_bf16x2", "address_of", SM_COUNT) + tuple(MATH)
 
 
-def _has_effects(e: ir.Expr) -> bool:
-    """Whether evaluating `e` may fault or act (a load, an intrinsic call)."""
+def _has_effects(e: ir.Expr, register=lambda index: False) -> bool:
+    """Whether evaluating `e` may fault or act (a load, an intrinsic call).
+    `register(index)`: whether an element read is a register's (which
+    neither faults nor acts)."""
     return any(
-        isinstance(n, ir.Index) or (isinstance(n, ir.Call) and n.func not in _PURE_CALLS) for n in visit.walk(e)
+        isinstance(n, ir.Index) and not register(n) or (isinstance(n, ir.Call) and n.func not in _PURE_CALLS)
+        for n in visit.walk(e)
     )

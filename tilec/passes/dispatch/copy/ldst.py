@@ -17,19 +17,33 @@ contiguous memory run move as one vector.  Register to register, both
 layouts must give each thread the same elements.
 
 `oob="zero"` (a global source loaded into registers): the source region may
-run past its tensor's end, as the last tile of a ragged M or N does.  The
-accesses are guarded by their coordinates being inside the tensor, so
-nothing outside is read and what lies outside reads as 0 (the registers of
-an access that does not happen are set to zero).  A dim whose region start
+run past its tensor's end, as the last tile of a ragged M or N does.  Every
+access reads inside the tensor -- a coordinate past the end is read as 0
+instead -- and the registers it filled are then selected to zero where it
+lies outside, so nothing outside is read and what lies outside reads as 0.
+No branch: with a guarded block of loads (and an else of zeros) ptxas no
+longer interleaved the epilogue's GELU across elements (hgemm_v7's SASS
+issued its tanh one element at a time, and with bias, GELU and residual
+the kernel ran 3% slower than before the guards: bench/RESULTS.md);
+loads and register selects are one straight-line block.  A dim whose region start
 and tensor extent are both multiples of the region's extent there (a
 64-row slice at a multiple of 64 in a tensor of 4096 rows) is wholly
-inside or wholly outside, so one test of its start guards the whole copy;
+inside or wholly outside, so one test of its start serves every access;
 only the other dims (the ragged ones) test each access.  Where the last
 dim is tested per access, a vector never straddles the edge: its width
 also divides the tensor's last extent (a runtime extent: the multiple its
 `assume`s state).
+
+`oob="any"`: the same reads, without the selects: what lies outside reads
+as some element of the tensor, unspecified.  For values that are never
+used -- a GEMM epilogue's rows and columns past M and N, which its TMA
+store clips -- it costs nothing but the moved coordinates (one test per
+copy where the slices are whole tiles), where the selects of "zero" cost an
+instruction per element.
 """
 from __future__ import annotations
+
+import attrs
 
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.value_types import value_type_of_dtype
@@ -75,7 +89,7 @@ def lower(op, ctx):
     if dst.is_local and src.is_local:
         return registers_to_registers(op, ctx, dst, src)
     if dst.is_local or src.is_local:
-        return registers_and_memory(op, ctx, dst, src, oob_fill(op) is not None)
+        return registers_and_memory(op, ctx, dst, src, oob_fill(op))
     return memory_to_memory(op, ctx, dst, src)
 
 
@@ -91,8 +105,8 @@ def memory_to_memory(op, ctx, dst: Region, src: Region) -> list:
     )
 
 
-def registers_and_memory(op, ctx, dst: Region, src: Region, past_end: bool = False) -> list:
-    """`past_end`: src (global) may run past its tensor's end (`oob="zero"`)."""
+def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = None) -> list:
+    """`oob` ("zero" or "any"): src (global) may run past its tensor's end."""
     to_registers = dst.is_local
     reg, mem = (dst, src) if to_registers else (src, dst)
     if not scalar_elements(reg.dtype):
@@ -113,9 +127,12 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, past_end: bool = Fal
     # registers move as vectors only when each holds exactly one element (not i8/i16, widened to 32 bits)
     vectors = eb >= 2 and value_type_of_dtype(reg.dtype) == reg.dtype
     by_slot = {h.slot: h for h in held}
-    uniform, ragged = _edge_tests(mem, divisors) if past_end else ([], {})
+    uniform, ragged = _edge_tests(mem, divisors) if oob else ({}, {})
     # a vector must not straddle an edge tested per access
     last = ragged.get(len(mem.buffer.shape) - 1, ir.Int(0))
+    # where the region lies past a uniform dim's end, it is read from 0 there instead
+    clamped = attrs.evolve(mem, starts=tuple(
+        ir.Select(uniform[d], s, ir.Int(0)) if d in uniform else s for d, s in enumerate(mem.starts)))
     done, stmts = set(), []
     for h in held:
         if h.slot in done:
@@ -130,47 +147,51 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, past_end: bool = Fal
                 break
         reg_elem = register_element(reg.buffer, h.coord)
         done.update(range(h.slot, h.slot + v))
-        if v > 1:
-            load = copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v)
-        else:
-            load = assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem)
-        inside = conj([ir.Binary("<", mem_elem.indices[d], n) for d, n in ragged.items()])
+        inside = conj(list(uniform.values()) + [ir.Binary("<", mem_elem.indices[d], n) for d, n in ragged.items()])
         if inside is not None:
-            stmts += _zeroed(reg.buffer, h, v, by_slot)
-            load = ir.If(inside, (load,))
-        stmts.append(load)
+            # read inside the tensor (a ragged coordinate past its end: 0), then zero what lies outside
+            mem_elem = ir.Index(mem_elem.base, tuple(
+                ir.Select(ir.Binary("<", c, ragged[d]), c, ir.Int(0)) if d in ragged else c
+                for d, c in enumerate(clamped.element(index).indices)))
+        if v > 1:
+            stmts.append(copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v))
+        else:
+            stmts.append(assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem))
+        if inside is not None and oob == "zero":
+            stmts += _zeroed(reg.buffer, h, v, by_slot, inside)
     writer = None if to_registers else st.first_copy(axes)
-    stmts = roll(ctx, stmts)
-    if uniform:
-        # the region lies past the edge of a uniform dim as a whole: registers of zeros
-        zeros = [_zeroed(reg.buffer, h, 1, by_slot)[0] for h in held]
-        stmts = [ir.If(conj(uniform), tuple(stmts), tuple(roll(ctx, zeros)))]
-    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), stmts)
+    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts))
 
 
 def _edge_tests(mem: Region, divisors: Divisors):
-    """(tests, per-access bounds) of a region that may run past its
+    """({dim: test}, {dim: extent}) of a region that may run past its
     tensor's end: `start < extent` for each dim the region lies wholly
     inside or wholly outside of (start and the tensor's extent multiples
     of the region's extent, or a single index), one test for the whole
-    copy; {dim: extent} for the others, which each access tests."""
-    uniform, ragged = [], {}
+    copy; the extent for the others, which each access tests."""
+    uniform, ragged = {}, {}
     for d, n in enumerate(mem.buffer.shape):
         start, extent, bound = mem.starts[d], mem.extents[d], extent_expr(n)
         if extent == 1 or divisors.of(start) % extent == 0 and divisors.of(bound) % extent == 0:
             test = fold_expr(ir.Binary("<", start, bound))
             if not (isinstance(test, ir.Bool) and test.value):
-                uniform.append(test)
+                uniform[d] = test
         else:
             ragged[d] = bound
     return uniform, ragged
 
 
-def _zeroed(buf, first, v: int, by_slot) -> list:
-    """`reg = 0` for the v registers a load from `first` on fills, before
-    the load that may not happen (a guarded one past the tensor's edge)."""
+def _zeroed(buf, first, v: int, by_slot, inside: ir.Expr) -> list:
+    """`reg = reg if inside else 0` for the v registers a load from `first`
+    on filled (from a clamped address when the element lies outside): a
+    select of registers, no branch, so the loads stay one straight-line
+    block that ptxas schedules with the arithmetic after them."""
     zero = ir.Float(0.0) if DTYPES[buf.dtype].is_float else ir.Int(0)
-    return [assign(register_element(buf, by_slot[first.slot + k].coord), zero) for k in range(v)]
+    out = []
+    for k in range(v):
+        r = register_element(buf, by_slot[first.slot + k].coord)
+        out.append(assign(r, ir.Select(inside, r, zero)))
+    return out
 
 
 def _register_run(by_slot, first, w: int, done) -> bool:

@@ -10,9 +10,10 @@ from tilec.passes.dispatch.operands import SIGNATURES, bind, region, same_shape
 
 def copy_operands(op, ctx) -> tuple:
     """(dst, src) regions of a copy; a located error when they cannot be
-    copied one onto the other by any variant.  With `oob="zero"` the source
-    is a global region that may run past its tensor's end, loaded into
-    registers (`ldst` reads the elements outside as zeros)."""
+    copied one onto the other by any variant.  With `oob=` the source is a
+    global region that may run past its tensor's end, loaded into
+    registers (`ldst` reads the elements outside as zeros, or with "any"
+    as elements of the tensor it does not specify)."""
     args = bind(op)
     oob = oob_fill(op)
     dst = region(args["dst"], ctx.symbols, "the destination of copy")
@@ -32,6 +33,6 @@ def copy_operands(op, ctx) -> tuple:
 
 
 def oob_fill(op) -> str | None:
-    """The copy's `oob=` ("zero"), or None when its source must lie in its buffer."""
+    """The copy's `oob=` ("zero" or "any"), or None when its source must lie in its buffer."""
     args = bind(op)
     return SIGNATURES["copy"].literals(op.call.func, args, op.span)["oob"]
