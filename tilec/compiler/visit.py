@@ -111,7 +111,7 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.
     except KeyError:
         getter = _getter(cls)
     if getter is None:
-        return evolve(node, **also) if also else node
+        return _rebuild(node, also) if also else node
     Node = ir.Node
     changes = also or None
     for name, value in zip(_CHILD_FIELDS[cls], getter(node)):
@@ -129,7 +129,7 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.
         if changes is None:
             changes = {}
         changes[name] = new
-    return evolve(node, **changes) if changes else node
+    return _rebuild(node, changes) if changes else node
 
 
 _INIT: dict = {}
@@ -143,6 +143,11 @@ def evolve(node: ir.Node, **changes) -> ir.Node:
     """`attrs.evolve(node, **changes)` for IR nodes, without asking attrs for
     the fields of the class at each call, and passing them by position (a
     transform rebuilds thousands of nodes)."""
+    return _rebuild(node, changes)
+
+
+def _rebuild(node: ir.Node, changes: dict) -> ir.Node:
+    """`evolve` with the changes as a dict (`map_children` builds one)."""
     cls = type(node)
     try:
         getter, position = _INIT[cls]
