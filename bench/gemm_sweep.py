@@ -83,7 +83,7 @@ def v7_rate(bm: int, bn: int) -> float:
     return speed(bm, bn) / speed(128, 256)
 
 
-def v7_space(m: int, n: int, sms: int, keep: int = 4, clustered: int = 1) -> list[dict]:
+def v7_space(m: int, n: int, k: int, sms: int, keep: int = 4, clustered: int = 1) -> list[dict]:
     """hgemm_v7's configurations for an M x N output on `sms` SMs.  A
     persistent CTA runs one tile at a time, so a tile shape's time goes as
     the waves it needs, ceil(tiles / sms), times its area over its rate
@@ -91,7 +91,10 @@ def v7_space(m: int, n: int, sms: int, keep: int = 4, clustered: int = 1) -> lis
     but 256 of 128x160 (two nearly full waves of smaller tiles).  Every
     BLK_M (64, 128) and BLK_N (a multiple of 16 from 64 to 256) that fits
     the output is ranked; the `keep` best (and the default 128x256) are
-    timed, each with the deepest ring that fits (`v7_stages`) and GROUP 8
+    timed, each with the deepest ring that fits (`v7_stages`), but no deeper
+    than the K steps a CTA runs in all (at 512^3 the 64 tiles of 64x64 are one
+    per CTA, 8 K steps: a 13-stage ring ran 7.1 us against 6.1 for 8 stages on
+    the H100, bench/RESULTS.md), and GROUP 8
     and 16 (timed once where they give the same schedule: no more M tiles
     than the group); the `clustered` best of 128 rows also as 2-CTA
     clusters (CLUSTER_M=2: M-adjacent tiles share their B tile by TMA
@@ -105,18 +108,22 @@ def v7_space(m: int, n: int, sms: int, keep: int = 4, clustered: int = 1) -> lis
     tiles = sorted(fits, key=cost)[:keep]
     if (128, 256) in fits and (128, 256) not in tiles:
         tiles.append((128, 256))
+    def stages(tile):
+        bm, bn = tile
+        steps = cdiv(cdiv(m, bm) * cdiv(n, bn), sms) * cdiv(k, 64)
+        return max(2, min(v7_stages(bm, bn), steps))
     space = []
     for bm, bn in tiles:
         for group in (8, 16):
-            config = {"BLK_M": bm, "BLK_N": bn, "STAGES": v7_stages(bm, bn), "GROUP": min(group, max(8, cdiv(m, bm)))}
+            config = {"BLK_M": bm, "BLK_N": bn, "STAGES": stages((bm, bn)), "GROUP": min(group, max(8, cdiv(m, bm)))}
             if config not in space:
                 space.append(config)
     for bm, bn in [t for t in tiles if t[0] == 128 and cdiv(m, 128) >= 2][:clustered]:
-        space.append({"BLK_M": bm, "BLK_N": bn, "STAGES": v7_stages(bm, bn), "GROUP": 8, "CLUSTER_M": 2})
+        space.append({"BLK_M": bm, "BLK_N": bn, "STAGES": stages((bm, bn)), "GROUP": 8, "CLUSTER_M": 2})
     return space
 
 
-def small_m_space(m: int, n: int, sms: int) -> list[dict]:
+def small_m_space(m: int, n: int, k: int, sms: int) -> list[dict]:
     """gemm_small_m's configurations: STAGES, with B's loads evict_first
     or not (HINT), for 64 columns of D per CTA and, where N / 64 CTAs leave
     SMs idle, for each narrower slab (ROWS 32, 16) that gives at most one
@@ -265,7 +272,7 @@ def main() -> None:
                 if name not in args.kernels or not fits(M, N, K, props.multi_processor_count):
                     continue
                 if callable(space):
-                    space = space(M, N, props.multi_processor_count)
+                    space = space(M, N, K, props.multi_processor_count)
                 defines = {"M": M, "N": N, "K": K}
                 if name in ("hgemm_v7", "gemm_split_k", "gemm_small_m_stream_k", "gemm_stream_k"):
                     defines["SM_COUNT"] = props.multi_processor_count
