@@ -46,30 +46,9 @@ def build(source: Path, defines: dict, carveout: int | None = None):
     return kernel
 
 
-def flushed_medians_ms(launches, runs: int, warmup: int, flush) -> list:
-    """tma_copy.medians_ms with `flush()` (a read of four times the L2)
-    queued before each launch's sleep: no launch finds a line another one
-    left in L2, whatever its cache policy."""
-    for _ in range(warmup):
-        for launch in launches:
-            launch()
-    events = [[] for _ in launches]
-    for _ in range(runs):
-        for launch, pairs in zip(launches, events):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            flush()
-            torch.cuda._sleep(SLEEP_CYCLES)
-            start.record()
-            launch()
-            end.record()
-            pairs.append((start, end))
-    torch.cuda.synchronize()
-    return [statistics.median(s.elapsed_time(e) for s, e in pairs) for pairs in events]
-
-
 def show(rows: dict, runs: int, flush=None) -> None:
     times = medians_ms(list(rows.values()), runs, 5)
-    flushed = flushed_medians_ms(list(rows.values()), runs, 5, flush) if flush else [None] * len(rows)
+    flushed = medians_ms(list(rows.values()), runs, 5, before=flush) if flush else [None] * len(rows)
     for label, ms, fl in zip(rows, times, flushed):
         print(f"  {label:<64}{ms * 1e3:8.2f} us" + (f"   L2 flushed {fl * 1e3:8.2f} us" if fl else ""))
 
@@ -96,7 +75,7 @@ def l2_retention(sms: int, stream, runs: int, flush) -> None:
             tilec = rotating(lambda A, B, D, kern=kern: kern(A, B, D, stream=stream))
             swept = medians_ms([cublas, tilec], runs, 5)
             alone = medians_ms([tilec], runs, 5)[0]
-            flushed = flushed_medians_ms([cublas, tilec], runs, 5, flush)
+            flushed = medians_ms([cublas, tilec], runs, 5, before=flush)
             print(f"  gemm_small_m ROWS=64 STAGES=16 HINT={hint}: as the sweep times {swept[0] * 1e3:6.2f} / {swept[1] * 1e3:6.2f}; "
                   f"tilec alone {alone * 1e3:6.2f}; L2 flushed {flushed[0] * 1e3:6.2f} / {flushed[1] * 1e3:6.2f}")
 

@@ -62,11 +62,13 @@ def build(rows: int, args) -> object:
     return CompiledModule(result.ptx, result.meta, target).kernel()
 
 
-def medians_ms(launches, runs: int, warmup: int) -> list:
+def medians_ms(launches, runs: int, warmup: int, before=None) -> list:
     """The median time of each launch, the launches taking turns: run i of
     every launch comes before run i + 1 of any, so a drift of the clocks
     (a GPU heating up over a long run of large GEMMs) reaches all alike
-    instead of whichever was timed last."""
+    instead of whichever was timed last.  `before()`, if given, is queued
+    ahead of each timed launch's sleep (bench/launch_fixed.py flushes L2
+    there)."""
     for _ in range(warmup):
         for launch in launches:
             launch()
@@ -74,6 +76,8 @@ def medians_ms(launches, runs: int, warmup: int) -> list:
     for _ in range(runs):
         for launch, pairs in zip(launches, events):
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if before is not None:
+                before()
             torch.cuda._sleep(SLEEP_CYCLES)
             start.record()
             launch()
