@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 
 Config = dict  # define name -> int
@@ -41,7 +42,7 @@ Config = dict  # define name -> int
 _memo: dict[str, "Tuned"] = {}
 
 
-@attrs.frozen
+@records.frozen
 class Tuned:
     """The outcome of `tune`: the loaded kernel, the configuration it was
     compiled with, and how it was chosen (`how`: "tuned", "disk" or

@@ -10,8 +10,8 @@ from __future__ import annotations
 import gc
 from typing import Optional, Union
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir, targets
 from tilec.compiler.passmanager import Options, PassContext, PassManager
 from tilec.compiler.verifier import verify
@@ -63,7 +63,7 @@ def pass_manager() -> PassManager:
     )
 
 
-@attrs.frozen
+@records.frozen
 class CompileResult:
     module: ir.Module  # the IR after the last pass run
     ptx: Optional[str]  # None when the pipeline stopped before emit-ptx

@@ -23,6 +23,7 @@ from typing import Callable, Mapping, Optional, Union
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.printer import print_expr
 
@@ -39,7 +40,7 @@ def _merge(a: tuple, b: tuple) -> tuple:
     return tuple(sorted(facts.items()))
 
 
-@attrs.frozen
+@records.frozen
 class Affine:
     """`const + sum(coeff * symbol)`, `terms` sorted by symbol, no zero
     coefficients.  `divisors` records, for symbols known to be multiples of

@@ -40,8 +40,8 @@ from __future__ import annotations
 import re
 from typing import Dict, Optional, Sequence, Tuple
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 
@@ -57,7 +57,7 @@ RUNTIME_KINDS = frozenset("index element value pred shared_addr generic_addr mem
 compile-time and must be literals by the time the emitter sees them)."""
 
 
-@attrs.frozen
+@records.frozen
 class ParamSpec:
     name: str
     kind: str
@@ -102,7 +102,7 @@ def _parse_default(text: str):
     return int(text, 0)
 
 
-@attrs.frozen
+@records.frozen
 class Signature:
     params: Tuple[ParamSpec, ...]
 
@@ -242,7 +242,7 @@ def _check_literal(what: str, p: ParamSpec, arg, span) -> None:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class Builtin:
     name: str
     signature: Signature
@@ -251,7 +251,7 @@ class Builtin:
     doc: str
 
 
-@attrs.frozen
+@records.frozen
 class LaunchAxis:
     """How a launch-id builtin maps onto the hardware.
 
@@ -403,7 +403,7 @@ _TABLE = [
 BUILTINS: Dict[str, Builtin] = {b.name: b for b in _TABLE}
 
 
-@attrs.frozen
+@records.frozen
 class MethodRow:
     receiver: str  # "buffer" or "pool"
     name: str

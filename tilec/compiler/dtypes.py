@@ -4,12 +4,12 @@ Every part of the compiler that needs a size, a PTX spelling or a float/int
 distinction reads it here, so a new dtype is one row."""
 from __future__ import annotations
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 
 
-@attrs.frozen
+@records.frozen
 class DType:
     name: str
     bits: int

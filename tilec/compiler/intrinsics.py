@@ -49,6 +49,7 @@ from typing import Callable, Dict, Optional, Tuple, Union
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
@@ -63,7 +64,7 @@ class Operands(tuple):
         return "{" + ", ".join(str(x) for x in self) + "}"
 
 
-@attrs.frozen
+@records.frozen
 class Intrinsic:
     name: str
     signature: Signature = attrs.field(converter=lambda s: Signature.parse(s) if isinstance(s, str) else s)

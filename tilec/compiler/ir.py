@@ -13,13 +13,14 @@ Source spans ride along on every node but take no part in equality or hashing.
 """
 from __future__ import annotations
 
-import operator
 from typing import Optional, Tuple, Union
 
 import attrs
 
+from tilec.compiler import records
 
-@attrs.frozen
+
+@records.frozen
 class Span:
     """Where a node came from: 1-based line and column, end exclusive."""
 
@@ -40,46 +41,12 @@ def _span():
 class Node:
     """Base class for all IR nodes (expressions, statements, declarations).
 
-    Equality, hashing and `repr` are these three methods, shared by every
-    node class, rather than methods attrs writes for each class: attrs
-    compiles the source of the methods it generates when the class is
-    defined, and for the ~40 node classes that was a quarter of what
-    importing tilec cost.  They behave as attrs' would: two nodes are equal
-    when they are of the same class and every field but the span is equal;
-    the repr is `Binary(op='+', lhs=Name(id='i'), rhs=Int(value=1))`.
-    (Unlike attrs', the repr does not guard against a node that contains
-    itself: a frozen tree cannot.)"""
+    Every node class is a `records.frozen` class: equality, hashing and
+    `repr` are the methods shared by all of them, as attrs' would be (two
+    nodes are equal when they are of the same class and every field but the
+    span is equal; the repr is `Binary(op='+', lhs=Name(id='i'), rhs=Int(value=1))`)."""
 
     span: Optional[Span]
-
-    def __eq__(self, other):
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return self._compared(self) == other._compared(other)
-
-    def __hash__(self):
-        return hash((self.__class__, self._compared(self)))
-
-    def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self._shown)
-        return f"{self.__class__.__qualname__.rsplit('>.', 1)[-1]}({shown})"
-
-
-def _node(cls):
-    """An IR node class: an immutable attrs class whose equality, hash and
-    repr are `Node`'s.  `_compared` returns the values equality compares (as
-    a tuple, or the one value of a class with one such field), `_shown` names
-    the fields the repr shows."""
-    cls = attrs.frozen(cls, eq=False, repr=False)
-    fields = attrs.fields(cls)
-    compared = tuple(f.name for f in fields if f.eq)
-    cls._compared = operator.attrgetter(*compared) if compared else staticmethod(_nothing)
-    cls._shown = tuple(f.name for f in fields if f.repr)
-    return cls
-
-
-def _nothing(node) -> tuple:
-    return ()
 
 
 # --------------------------------------------------------------------------
@@ -91,31 +58,31 @@ class Expr(Node):
     pass
 
 
-@_node
+@records.frozen
 class Int(Expr):
     value: int
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Float(Expr):
     value: float
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Bool(Expr):
     value: bool
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Str(Expr):
     value: str
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Name(Expr):
     """A reference to a variable, constant, buffer, helper or thread axis."""
 
@@ -123,7 +90,7 @@ class Name(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class DTypeLit(Expr):
     """A dtype used as a value, e.g. the `f16` in `alloc((8, 8), f16)`."""
 
@@ -131,14 +98,14 @@ class DTypeLit(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Unary(Expr):
     op: str  # "-", "not", "~"
     operand: Expr
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Binary(Expr):
     op: str  # + - * / // % << >> & | ^ and or == != < <= > >=
     lhs: Expr
@@ -146,7 +113,7 @@ class Binary(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Select(Expr):
     """`a if cond else b`."""
 
@@ -156,7 +123,7 @@ class Select(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Keyword(Node):
     """A keyword argument `name=value`, or a `**value` splat when name is None."""
 
@@ -165,7 +132,7 @@ class Keyword(Node):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Call(Expr):
     """A call of a dotted function name: a builtin, a tile primitive (with its
     optional scope prefix, e.g. ``warp.gemm``), an intrinsic (``ptx.mbarrier.init``)
@@ -177,7 +144,7 @@ class Call(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Method(Expr):
     """`obj.name(args)`: buffer views (`.local`, `.view`, `.ptr_to`), the pool
     (`.alloc`), schedulers (`.valid`, `.next_tile`)."""
@@ -189,7 +156,7 @@ class Method(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Attr(Expr):
     """`obj.name` without a call, e.g. `ts.m_idx`."""
 
@@ -198,7 +165,7 @@ class Attr(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Slice(Expr):
     """`start:stop` inside an index; either bound may be omitted."""
 
@@ -207,7 +174,7 @@ class Slice(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Index(Expr):
     """`base[i, j:k, ...]`: an element load, a region, or a store target."""
 
@@ -216,19 +183,19 @@ class Index(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class TupleExpr(Expr):
     items: Tuple[Expr, ...]
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class ListExpr(Expr):
     items: Tuple[Expr, ...]
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class DictExpr(Expr):
     """`{"dispatch": "tma", "mbar": bar.ptr_to([0])}`: used with `**` splats."""
 
@@ -237,7 +204,7 @@ class DictExpr(Expr):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class LayoutIter(Node):
     """One `extent:stride@axis` iterator of a layout literal.
 
@@ -257,7 +224,7 @@ S_IS_A_LAYOUT = ("S[...] is always a layout literal, so a buffer named 'S' canno
 region: the name `S` heads layout literals wherever it is indexed."""
 
 
-@_node
+@records.frozen
 class LayoutLit(Expr):
     """A layout in the seeds' notation:
     ``SW[pe, sw, atom] * S[(shape) : (strides)] + R[ext : stride@axis] + O[off@axis]``.
@@ -282,7 +249,7 @@ class Stmt(Node):
     pass
 
 
-@_node
+@records.frozen
 class Assign(Stmt):
     """`a = e`, `a, b = e1, e2`, `x: i32 = 0` (a typed mutable scalar), or a
     buffer-element store `buf[i] = e`."""
@@ -293,7 +260,7 @@ class Assign(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class AugAssign(Stmt):
     """`x op= e`."""
 
@@ -303,7 +270,7 @@ class AugAssign(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Meta(Stmt):
     """`meta name = expr`: a compile-time value substituted at each use (the
     seeds' `T.meta_var`)."""
@@ -313,13 +280,13 @@ class Meta(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class ExprStmt(Stmt):
     expr: Expr
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class For(Stmt):
     """`for v in range(a, b, s):` (a runtime loop) or `for v in unroll(...)`
     (expanded at compile time).  `kind` is "range" or "unroll"."""
@@ -333,7 +300,7 @@ class For(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class If(Stmt):
     cond: Expr
     then: Tuple[Stmt, ...]
@@ -341,19 +308,19 @@ class If(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class While(Stmt):
     cond: Expr
     body: Tuple[Stmt, ...]
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Pass(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Return(Stmt):
     """`return expr` (or a bare `return`): the value of an inline helper
     called as an expression; only the last statement of a helper's body."""
@@ -362,7 +329,7 @@ class Return(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class InlineDef(Stmt):
     """`inline def name(params):` a helper expanded at each call site, seeing
     the variables of its enclosing scope (the seeds' `@T.inline`)."""
@@ -373,7 +340,7 @@ class InlineDef(Stmt):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class TensorMap(Stmt):
     """A TMA descriptor the host encodes before launch, written by plan-tma at
     the top of the kernel body:
@@ -395,7 +362,7 @@ class TensorMap(Stmt):
 # --------------------------------------------------------------------------
 
 
-@_node
+@records.frozen
 class Param(Node):
     """A kernel parameter: a global buffer (`dtype[shape] layout L`) when
     `shape` is not None, else a scalar of `dtype`.  `cond` (`bias: f16[N] if
@@ -410,7 +377,7 @@ class Param(Node):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Kernel(Node):
     name: str
     params: Tuple[Param, ...]
@@ -418,7 +385,7 @@ class Kernel(Node):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Const(Node):
     """`const NAME = expr` at module level; overridable with `-D NAME=VALUE`."""
 
@@ -427,7 +394,7 @@ class Const(Node):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Include(Node):
     """`include "path.tile"` at module level: the consts and helpers of that
     file, resolved relative to the including file.  The parser keeps the
@@ -437,7 +404,7 @@ class Include(Node):
     span: Optional[Span] = _span()
 
 
-@_node
+@records.frozen
 class Module(Node):
     target: Optional[str]
     consts: Tuple[Const, ...]

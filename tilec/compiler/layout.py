@@ -30,6 +30,7 @@ from typing import Optional, Sequence, Union
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler.layout_axes import (
     AXES,
     AXIS_ORDER,
@@ -52,7 +53,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@records.frozen
 class Iter:
     """One iterator `extent:stride@axis`."""
 
@@ -90,7 +91,7 @@ def _iters(items) -> tuple:
     return tuple(items)
 
 
-@attrs.frozen
+@records.frozen
 class TileLayout:
     """`swizzle * S[shard] + R[replica] + O[offset]`; see the module docstring.
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 
 
@@ -25,7 +25,7 @@ class LayoutError(TilecError):
     """A layout operation that cannot be done, with the reason in the message."""
 
 
-@attrs.frozen
+@records.frozen
 class Axis:
     name: str
     kind: str  # "memory" or "thread"

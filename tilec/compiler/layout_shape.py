@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler.layout_axes import in_hierarchy, is_thread
 from tilec.compiler.layout import (
     Iter,
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-@attrs.frozen
+@records.frozen
 class Grouped:
     """A layout whose shard is cut by a logical shape: the iterators of dim d
     are `layout.shard[seps[d]:seps[d + 1]]`, outermost first (none for a dim

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Dict, FrozenSet
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 
 
-@attrs.frozen
+@records.frozen
 class MathFn:
     name: str
     arity: int

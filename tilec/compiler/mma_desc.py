@@ -36,6 +36,7 @@ from typing import Optional
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler.builtins import PREDEFINED
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import dtype as lookup_dtype
@@ -87,7 +88,7 @@ FAMILIES = ("tcgen05", "wgmma")
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class Field:
     """`width` bits starting at bit `lo`."""
 
@@ -172,7 +173,7 @@ def _encode_16b(what: str, value: int) -> int:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class SmemDescriptor:
     """A shared-memory matrix descriptor of one family ("tcgen05" or "wgmma").
 
@@ -456,7 +457,7 @@ def _default_k(self) -> int:
     return tcgen05_mma_k(self.kind, self.sparse)
 
 
-@attrs.frozen
+@records.frozen
 class Tcgen05InstrDesc:
     """The 32-bit instruction descriptor of one tcgen05.mma.
 

@@ -19,6 +19,7 @@ from typing import Optional, Sequence
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.affine import Affine, linear
 from tilec.compiler.diagnostics import TilecError
@@ -29,7 +30,7 @@ from tilec.compiler.symbols import Buffer
 __all__ = ["Region", "extent_expr", "plus"]
 
 
-@attrs.frozen
+@records.frozen
 class Region:
     """Per buffer dim its start (an expression) and extent (None when it is
     not a compile-time integer); a dim indexed by a scalar has extent 1 and

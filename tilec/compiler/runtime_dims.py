@@ -34,6 +34,7 @@ from typing import Dict, Optional, Tuple
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir, visit
 from tilec.compiler.builtins import LAUNCH_AXES
 from tilec.compiler.diagnostics import TilecError
@@ -53,7 +54,7 @@ LOGIC = ("and", "or")
 FUNCTIONS = ("min", "max")
 
 
-@attrs.frozen
+@records.frozen
 class Dim:
     """A runtime extent: its name, the buffer parameter axis that binds it
     at launch, and what it is known to be a multiple of (from assumes)."""
@@ -235,7 +236,7 @@ def substitute(e: ir.Expr, env: Dict[str, int]) -> ir.Expr:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class UniformDivisor:
     """A divisor the launch knows and that is proven to be in [1, 2**31 - 1]:
     the kernel reads its magic multiplier and shift from two hidden `.u32`

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler.dtypes import DType
 from tilec.compiler.layout_axes import LayoutError
 
@@ -27,7 +27,7 @@ ATOM_BYTES = {0: 16, 1: 32, 2: 64, 3: 128}
 """The width of one atom row per swizzle mode; an atom is 8 such rows."""
 
 
-@attrs.frozen
+@records.frozen
 class Swizzle:
     per_element: int  # p
     swizzle_bits: int  # b

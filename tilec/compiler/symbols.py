@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Tuple
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import builtins, intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES, METHODS, PREDEFINED
 from tilec.compiler.diagnostics import TilecError
@@ -65,7 +66,7 @@ ARENA_ALIGN = 1024
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class Buffer:
     """A buffer: a global parameter, an allocation, a declared buffer over
     existing storage, or a view.
@@ -150,7 +151,7 @@ class Buffer:
         return self.scope in ("shared", "shared.dyn")
 
 
-@attrs.frozen
+@records.frozen
 class LaunchId:
     name: str
     builtin: str  # "cta_id", "lane_id", ...
@@ -160,7 +161,7 @@ class LaunchId:
     span: Optional[ir.Span] = attrs.field(default=None, eq=False)
 
 
-@attrs.frozen
+@records.frozen
 class Launch:
     grid: Tuple[int | ir.Expr, int | ir.Expr, int | ir.Expr]  # expressions of runtime extents allowed
     block: Tuple[int, int, int]
@@ -184,7 +185,7 @@ class Pool:
     span: Optional[ir.Span] = None
 
 
-@attrs.frozen
+@records.frozen
 class Symbol:
     """One name.  `kind` is one of: "buffer", "scalar_param", "tensormap",
     "launch_id", "pool", "scalar" (mutable, typed), "value" (immutable),

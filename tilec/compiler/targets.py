@@ -4,12 +4,12 @@ A target fixes the PTX ISA version and `.target` line, and the feature family
 that dispatch variants and the intrinsic table check against."""
 from __future__ import annotations
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 
 
-@attrs.frozen
+@records.frozen
 class Target:
     name: str  # "sm_80", "sm_90a", "sm_100a"
     sm: int  # 80, 90, 100

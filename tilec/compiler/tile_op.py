@@ -7,14 +7,14 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Mapping, Optional
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
 
 
-@attrs.frozen(eq=False)
+@records.frozen(eq=False)
 class TileOp:
     """A tile-primitive call as the variants see it: `warp.gemm(D, A, B, C,
     transpose_A=True, dispatch="mma_sync")` has name "gemm", scope "warp",

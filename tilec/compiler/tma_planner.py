@@ -70,6 +70,7 @@ from typing import Optional, Sequence, Union
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler.affine import Affine
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DType, dtype as lookup_dtype
@@ -97,7 +98,7 @@ Region = Sequence[tuple[Start, int]]
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class TmaIssue:
     """One `cp.async.bulk.tensor`: its coordinates (innermost first, in the
     descriptor's element type) and where its box starts in the shared buffer,
@@ -107,7 +108,7 @@ class TmaIssue:
     smem_offset: Affine
 
 
-@attrs.frozen
+@records.frozen
 class TmaPlan:
     """A descriptor (the kernel.json fields; dims, box and elem_strides
     innermost first, strides in bytes without the innermost) and the issues
@@ -165,7 +166,7 @@ def l2_promotion(row_bytes: int) -> str:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class _GlobalDim:
     extent: int
     stride: int  # elements
@@ -173,7 +174,7 @@ class _GlobalDim:
     count: int  # the region's extent
 
 
-@attrs.frozen
+@records.frozen
 class _Digit:
     """`extent` steps of the copy that advance `sstride` elements in shared
     memory and `gstride` in global, `unit` along global dim `gdim`."""
@@ -317,7 +318,7 @@ class _Broken(Exception):
     """A hardware rule a candidate descriptor breaks (the message says which)."""
 
 
-@attrs.frozen
+@records.frozen
 class _Dim:
     extent: int
     box: int

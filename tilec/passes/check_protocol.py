@@ -44,6 +44,7 @@ from typing import Dict, List, Optional
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir, visit
 from tilec.compiler.builtins import LAUNCH_AXES, tile_primitive
 from tilec.compiler.diagnostics import TilecError
@@ -154,7 +155,7 @@ def _barrier(mbar: Optional[ir.Expr]) -> Optional[str]:
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen(eq=False)
+@records.frozen(eq=False)
 class _Pending:
     """An access still in flight: a TMA load into `region` (on `barrier`), a
     cp.async copy, a thread write not yet fenced, or a wgmma accumulator."""

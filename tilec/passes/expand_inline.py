@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
@@ -39,7 +39,7 @@ from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.visit import NameGen
 
 
-@attrs.frozen
+@records.frozen
 class _Binding:
     """What a name stands for: kind is "const", "meta", "param" (of the
     helper `owner`) or "helper" (value is then the InlineDef), which are

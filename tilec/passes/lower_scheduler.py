@@ -45,6 +45,7 @@ from typing import Dict, List, Tuple
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir, runtime_dims, visit
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
@@ -75,7 +76,7 @@ def lower_schedulers(module: ir.Module) -> ir.Module:
     return attrs.evolve(module, kernels=kernels)
 
 
-@attrs.frozen
+@records.frozen
 class Scheduler:
     """One declared scheduler: its configuration and the names of its scalars."""
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir, runtime_dims
 from tilec.compiler.affine import to_expr
 from tilec.compiler.builtins import tile_primitive
@@ -203,7 +204,7 @@ class _KernelPlanner:
         return self.maps[call]
 
 
-@attrs.frozen
+@records.frozen
 class _RuntimePlan:
     """A plan over a tensor with runtime extents: its descriptor's dims and
     strides are expressions of them (the rest is `plan`'s)."""

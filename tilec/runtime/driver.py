@@ -15,9 +15,9 @@ import ctypes
 import threading
 import time
 
-import attrs
 from cuda.bindings import driver as cu
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 
 
@@ -63,7 +63,7 @@ def _error_text(status) -> str:
     return f"{name} ({text.decode(errors='replace')})"
 
 
-@attrs.frozen
+@records.frozen
 class Device:
     ordinal: int
     handle: object  # CUdevice

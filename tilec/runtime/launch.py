@@ -37,6 +37,7 @@ import sys
 import attrs
 import numpy as np
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.runtime import dims as runtime_dims, driver
@@ -55,14 +56,14 @@ class LaunchError(TilecError):
     """The arguments, grid, device or module do not fit the kernel."""
 
 
-@attrs.frozen
+@records.frozen
 class HostArray:
     """A numpy array, staged through a device buffer around the launch."""
 
     array: np.ndarray = attrs.field(eq=False)
 
 
-@attrs.frozen
+@records.frozen
 class DeviceArray:
     """Device memory used in place.  `owner` (the caller's object) keeps it
     alive; `stream` is the producer's stream from a CUDA array interface,
@@ -73,14 +74,14 @@ class DeviceArray:
     stream: int | None = None
 
 
-@attrs.frozen
+@records.frozen
 class Scalar:
     """A scalar parameter's bytes, as the PTX parameter holds them."""
 
     data: bytes
 
 
-@attrs.frozen
+@records.frozen
 class DimValue:
     """A hidden 32-bit parameter's value: a runtime extent bound from the
     arguments' shapes, or a `device` value (the SM count, a divisor's
@@ -123,7 +124,7 @@ LEGACY_STREAM = 1  # the legacy default stream's handle in DLPack and CUDA_ARRAY
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
-@attrs.frozen
+@records.frozen
 class _Array:
     view: HostArray | DeviceArray
     dtype: str | None  # the tilec dtype it holds, None when tilec has none
@@ -158,7 +159,7 @@ def check_args(
     return bound
 
 
-@attrs.frozen
+@records.frozen
 class Layout:
     """What the checks of one argument layout (per buffer: its kind, dtype,
     shape and strides) established, so that another launch with the same
@@ -662,7 +663,7 @@ def check_smem(kernel: str, dynamic: int, static: int, limit: int) -> None:
         )
 
 
-@attrs.frozen
+@records.frozen
 class PackedParams:
     """The void* array cuLaunchKernelEx reads, and the storage it points to."""
 

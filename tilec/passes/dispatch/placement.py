@@ -18,6 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import TileLayout, fuse_contiguous
 from tilec.compiler.layout_axes import LayoutError
@@ -41,7 +42,7 @@ def _digits(iters, xs) -> Dict[str, List[int]]:
     return out
 
 
-@attrs.frozen(eq=False)
+@records.frozen(eq=False)
 class Placed:
     """A region located on its buffer's layout (the replica-0 copy).
 

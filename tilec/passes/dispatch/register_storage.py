@@ -14,8 +14,8 @@ from __future__ import annotations
 import itertools
 from typing import Dict, Optional, Sequence
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.layout import split_thread_axes, storage_size
 from tilec.compiler.layout_axes import BASE_AXES, LayoutError, in_hierarchy, is_thread
@@ -34,7 +34,7 @@ MAX_REGISTER_SLOTS = 4096
 at most 255 registers); a layout that spans more is refused, not enumerated."""
 
 
-@attrs.frozen
+@records.frozen
 class Term:
     """One thread iterator of a register layout: its digit of the thread's
     position on `axis`, times `inner`, adds to the element's index in `dim`."""
@@ -46,7 +46,7 @@ class Term:
     inner: int
 
 
-@attrs.frozen
+@records.frozen
 class Storage:
     """A register buffer's elements from one thread's point of view.
 
@@ -236,7 +236,7 @@ def check_scope(st: Storage, scope: str, threads: Threads, what: str) -> None:
         )
 
 
-@attrs.frozen
+@records.frozen
 class Held:
     """A register-region element a thread holds: in storage slot `slot`,
     named by `register_element(buf, coord)`, at region index `index`

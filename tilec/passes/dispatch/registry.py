@@ -16,6 +16,7 @@ from typing import Callable, Optional, Sequence, Union
 
 import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.builtins import TILE_PRIMITIVES
 from tilec.compiler.diagnostics import TilecError
@@ -32,7 +33,7 @@ FAMILIES = tuple(dict.fromkeys(t.family for t in TARGETS.values()))
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class DispatchContext:
     """What a variant may consult besides the call: the target, the kernel's
     symbol information (`tilec.compiler.symbols`; buffers' scope, dtype, shape,
@@ -56,7 +57,7 @@ class DispatchContext:
 PredicateResult = Union[bool, tuple]  # ok, or (ok, reason or None)
 
 
-@attrs.frozen
+@records.frozen
 class Predicate:
     """A named condition of a variant.  `fn(op, ctx)` returns `ok` or `(ok,
     reason)`; the name and the reason are what the user reads when it fails."""
@@ -88,7 +89,7 @@ class Decline(Exception):
 Lowering = Callable[[TileOp, DispatchContext], Sequence[ir.Stmt]]
 
 
-@attrs.frozen
+@records.frozen
 class Variant:
     op: str
     name: str
@@ -115,7 +116,7 @@ class Variant:
         return tuple(stmts)
 
 
-@attrs.frozen
+@records.frozen
 class Selection:
     variant: Variant
     stmts: tuple  # of ir.Stmt replacing the call

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Sequence
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
@@ -69,7 +69,7 @@ def canonical(major: str, width: int, s_mn: int, s_k: int, i: int, k: int) -> in
     return (i // width) * s_mn + i % width + (k // 8) * s_k + (k % 8) * width
 
 
-@attrs.frozen
+@records.frozen
 class SharedMatrix:
     """A shared operand as the tensor core reads it: the descriptor fields,
     and each instruction tile's start in 16-byte units from the buffer's

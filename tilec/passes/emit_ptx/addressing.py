@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir, layout_shape
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.divisors import known_divisor
@@ -48,7 +48,7 @@ def mem_type(dtype: str) -> str:
     return d.ptx
 
 
-@attrs.frozen
+@records.frozen
 class Ref:
     """Where one element lives: a register, or an address in a state space."""
 
@@ -59,7 +59,7 @@ class Ref:
     half: int = 0  # ... and which half: 0 the low 16 bits, 1 the high
 
 
-@attrs.frozen
+@records.frozen
 class RegRun:
     """n storage-consecutive slots of a register array from slot `first`:
     `regs` has one register per slot, or, `packed`, one b32 word per two."""

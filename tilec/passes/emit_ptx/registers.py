@@ -11,8 +11,8 @@ from __future__ import annotations
 import struct
 from typing import Dict, List
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.value_types import POINTER_TYPES
 
@@ -71,7 +71,7 @@ _WIDTH = {"bool": 1, "f16": 16, "bf16": 16, "e4m3": 16, "e5m2": 16, "i32": 32, "
           "i64": 64, "u64": 64, "f64": 64, **POINTER_TYPES}
 
 
-@attrs.frozen
+@records.frozen
 class Operand:
     """A PTX operand: a register or an immediate, with its value type.
 

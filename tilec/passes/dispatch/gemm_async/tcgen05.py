@@ -54,8 +54,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
@@ -100,7 +100,7 @@ _KINDS = {"f16": "f16", "bf16": "f16", "tf32": "tf32", "e4m3": "f8f6f4", "e5m2":
 _SCALED_KINDS = {"e4m3": "mxf8f6f4", "e5m2": "mxf8f6f4", "e2m1": "mxf4"}
 
 
-@attrs.frozen
+@records.frozen
 class Call:
     C: Region
     A: Region

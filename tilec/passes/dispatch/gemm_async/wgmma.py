@@ -65,8 +65,8 @@ from __future__ import annotations
 
 from typing import List
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
@@ -98,7 +98,7 @@ SIGNATURE = Signature.parse(
 # --------------------------------------------------------------------------
 
 
-@attrs.frozen
+@records.frozen
 class Operands:
     C: Region
     A: Region

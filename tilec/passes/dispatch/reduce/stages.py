@@ -29,8 +29,8 @@ from __future__ import annotations
 from math import prod
 from typing import List, Optional
 
-import attrs
 
+from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
@@ -52,7 +52,7 @@ from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp
 
 
-@attrs.frozen
+@records.frozen
 class Row:
     """One result element as the running thread sees it: `dst` names its
     register (thread-0 coordinates), `index` its index in the destination
@@ -64,7 +64,7 @@ class Row:
     parts: tuple
 
 
-@attrs.frozen
+@records.frozen
 class Reduction:
     op: str  # "sum", "max" or "min"
     accum: bool
