@@ -209,16 +209,18 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set]:
     so the first error reported is the same as two walks'."""
     assigns, calls = [], []
     taken = {p.name for p in k.params}
-    for node in visit.walk(k):
-        if isinstance(node, ir.Name):
+    Name, Call, Assign, For = ir.Name, ir.Call, ir.Assign, ir.For
+    for node in visit.walk(k):  # IR classes have no subclasses: one class look per node
+        cls = type(node)
+        if cls is Name:
             taken.add(node.id)
-        elif isinstance(node, ir.Call):
+        elif cls is Call:
             if node.func == CONSTRUCTOR:
                 calls.append(node)
-        elif isinstance(node, ir.Assign):
-            if isinstance(node.value, ir.Call) and node.value.func == CONSTRUCTOR:
+        elif cls is Assign:
+            if type(node.value) is Call and node.value.func == CONSTRUCTOR:
                 assigns.append(node)
-        elif isinstance(node, ir.For):
+        elif cls is For:
             taken.add(node.var)
     found: Dict[str, ir.Call] = {}
     for node in assigns:
@@ -310,9 +312,10 @@ class _Lowering:
         nothing to refuse); its nested statements are lowered by `block`."""
         if isinstance(node, ir.Stmt):
             return node
-        schedulers = self.schedulers
-        if any(isinstance(n, ir.Name) and n.id in schedulers for n in visit.walk(node)):
-            return self.expr(node)
+        schedulers, Name = self.schedulers, ir.Name
+        for n in visit.walk(node):
+            if type(n) is Name and n.id in schedulers:
+                return self.expr(node)
         return node
 
     def method_stmt(self, ts: Scheduler, m: ir.Method) -> List[ir.Stmt]:
