@@ -90,7 +90,9 @@ class Kernel:
         (tests/tma_ptx_sim.py models TMA and mbarriers this way), or YIELD
         for one it ran after which the thread lets the others run, as at a
         barrier (a spin-wait that failed, the arrival at a collective
-        instruction: tests/wgmma_ptx_sim.py)."""
+        instruction: tests/wgmma_ptx_sim.py).  An extension with a method
+        `claims(op, operands)` is offered only the instructions it claims
+        (asked once per instruction, when the kernel is decoded)."""
         self.extension = extension
         start = ptx.index(f".entry {name}(")
         header, body = ptx[start:].split("{", 1)
@@ -127,6 +129,25 @@ class Kernel:
         self.dyn_base = -(-shared_end // 1024) * 1024
         self.shared_size = shared_end
         self.local_size = local_end
+        symbols = {**self.shared, "$dynamic_smem": self.dyn_base, **self.local}
+        # each instruction is decoded once: what the scheduler does with it
+        # (and for a branch, its target) and, for the plain integer and
+        # predicate instructions most of a kernel's steps are, a closure
+        # that runs it exactly as _execute would
+        claims = getattr(extension, "claims", lambda op, ops: extension is not None)
+        self.decoded = []
+        for guard, op, ops in self.code:
+            if op == "ret":
+                kind, arg = _RET, None
+            elif op.startswith("bra"):
+                kind, arg = _BRA, ops[0]
+            elif op.startswith("bar.sync"):
+                kind, arg = _BAR, None
+            elif op.startswith(_NOOPS):
+                kind, arg = _NOOP, None
+            else:
+                kind, arg = (_OFFER if claims(op, ops) else _OTHER), _compile(op, ops, symbols)
+            self.decoded.append((guard, op, ops, kind, arg))
 
     def run(self, args: dict, grid=(1, 1, 1), ctas=None, dynamic_smem=0, max_steps=2_000_000):
         """Run the CTAs `ctas` (default: all of `grid`) with the parameters
@@ -162,34 +183,132 @@ class Kernel:
         symbols["$dynamic_smem"] = self.dyn_base
         symbols.update(self.local)
         pc, steps = 0, 0
+        code, labels, extension = self.decoded, self.labels, self.extension
         while True:
-            guard, op, ops = self.code[pc]
+            guard, op, ops, kind, arg = code[pc]
             pc += 1
             steps += 1
             if guard is not None:
                 negate, p = guard
                 if bool(regs[p]) == negate:
                     continue
-            if op == "ret":
-                return steps
-            if op.startswith("bra"):
-                pc = self.labels[ops[0]]
-                continue
-            if op.startswith("bar.sync"):
-                yield steps
-                steps = 0
-                continue
-            if op.startswith(_NOOPS):
-                continue
-            if self.extension is not None:
-                handled = self.extension(op, ops, regs, special, symbols, mem, shared)
+            if kind is _OFFER:
+                handled = extension(op, ops, regs, special, symbols, mem, shared)
                 if handled is YIELD:
                     yield steps
                     steps = 0
                     continue
                 if handled:
                     continue
-            _execute(op, ops, regs, special, symbols, mem, shared, local)
+            elif kind is not _OTHER:
+                if kind is _RET:
+                    return steps
+                if kind is _BRA:
+                    pc = labels[arg]
+                elif kind is _BAR:
+                    yield steps
+                    steps = 0
+                continue
+            if arg is not None:
+                arg(regs, special)
+            else:
+                _execute(op, ops, regs, special, symbols, mem, shared, local)
+
+
+# what the scheduler does with an instruction: _OFFER it to the extension
+# first, else run it as _OTHER
+_RET, _BRA, _BAR, _NOOP, _OFFER, _OTHER = "ret", "bra", "bar", "noop", "offer", "other"
+_RING = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+         "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+_ORDERED = {"min": min, "max": max}
+
+
+def _operand(x, t, symbols):
+    """A getter `(regs, special) -> value` of operand `x` read as type `t`
+    (num in _execute: sign-extended for s types, masked otherwise)."""
+    bits = _WIDTH[t]
+    m = (1 << bits) - 1
+    if not x.startswith("%"):  # a symbol, `_` or an immediate: known now
+        v = symbols[x] if x in symbols else 0 if x == "_" else _imm(x, t)
+        v = _signed(v, bits) if t[0] == "s" else v & m
+
+        def const(regs, special):
+            return v
+        return const
+    if t[0] == "s":
+        top = 1 << (bits - 1)
+
+        def signed(regs, special):
+            v = (regs[x] if x in regs else special[x]) & m
+            return v - (top << 1) if v & top else v
+        return signed
+
+    def unsigned(regs, special):
+        return (regs[x] if x in regs else special[x]) & m
+    return unsigned
+
+
+def _integer(t):
+    return t in _WIDTH and t[0] in "bsu" and t != "bf16"
+
+
+def _compile(op, ops, symbols):
+    """A closure `(regs, special)` running `op ops` as _execute does, for
+    the integer forms it covers; None for any other, and for one with an
+    operand that is no number (a tensor map's name, which an extension
+    resolves), which is left to _execute."""
+    try:
+        return _compile_integer(op, ops, symbols)
+    except ValueError:
+        return None
+
+
+def _compile_integer(op, ops, symbols):
+    parts = op.split(".")
+    name, t = parts[0], parts[-1]
+    if any(o.startswith(("{", "[")) or "|" in o for o in ops):
+        return None
+    integer = _integer(t)
+    if name == "mov" and len(ops) == 2 and integer:
+        d, m = ops[0], (1 << _WIDTH[t]) - 1
+        get = _operand(ops[1], "b64", symbols)  # unmasked: masked to t here
+
+        def mov(regs, special):
+            regs[d] = get(regs, special) & m
+        return mov
+    if name == "setp" and len(parts) == 3 and parts[1] in _CMP and _integer(parts[2]):
+        d, cmp = ops[0], _CMP[parts[1]]
+        ga, gb = _operand(ops[1], parts[2], symbols), _operand(ops[2], parts[2], symbols)
+
+        def setp(regs, special):
+            regs[d] = bool(cmp(ga(regs, special), gb(regs, special)))
+        return setp
+    if name == "mad" and len(ops) == 4 and integer and len(parts) == 3 and parts[1] in ("lo", "wide"):
+        wide = parts[1] == "wide"
+        tc = "s64" if wide else t  # as _execute: the addend of a wide mad is read as s64
+        d, m = ops[0], (1 << _WIDTH["s64" if wide else t]) - 1
+        ga, gb, gc = (_operand(o, tt, symbols) for o, tt in zip(ops[1:], (t, t, tc)))
+
+        def mad(regs, special):
+            regs[d] = (ga(regs, special) * gb(regs, special) + gc(regs, special)) & m
+        return mad
+    if len(ops) != 3 or not integer:
+        return None
+    if name == "mul" and parts[1] == "hi":
+        return None
+    d, m = ops[0], (1 << _WIDTH[t]) - 1
+    if name in _RING or name in _ORDERED:
+        f = _RING.get(name) or _ORDERED[name]
+        ga, gb = _operand(ops[1], t, symbols), _operand(ops[2], t, symbols)
+    elif name in ("shl", "shr"):
+        ga, gb = _operand(ops[1], t, symbols), _operand(ops[2], "u32", symbols)
+        f = (lambda a, b: a << b) if name == "shl" else (lambda a, b: a >> b)
+    else:
+        return None
+
+    def binary(regs, special):
+        regs[d] = f(ga(regs, special), gb(regs, special)) & m
+    return binary
 
 
 def _split_operands(text):

@@ -83,6 +83,9 @@ class Shuffles(wgmma_ptx_sim.HopperModel):
     deposits its value and ends its turn; the last lane of the warp to
     arrive gives every lane the value of lane ^ mask."""
 
+    def claims(self, op, ops):
+        return op.startswith("shfl.sync.") or super().claims(op, ops)
+
     def __call__(self, op, ops, regs, special, symbols, mem, shared):
         if not op.startswith("shfl.sync."):
             return super().__call__(op, ops, regs, special, symbols, mem, shared)

@@ -53,6 +53,10 @@ class TmaModel:
         self.maps = list(tensormaps)
         self.by_name = {t["name"]: i for i, t in enumerate(self.maps)}
 
+    def claims(self, op, ops) -> bool:
+        """Whether `op ops` may be one of this model's (ptx_sim.Kernel)."""
+        return op.startswith(("mov.", "mbarrier.", "cp.async.bulk.tensor.", "cp.reduce.async.bulk.tensor."))
+
     def __call__(self, op, ops, regs, special, symbols, mem, shared) -> bool:
         def val(x):
             for table in (regs, special, symbols):

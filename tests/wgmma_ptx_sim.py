@@ -44,6 +44,7 @@ thread's turn, so that a producer and its consumers take turns.
 """
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -54,6 +55,7 @@ from tma_ptx_sim import TmaModel
 _MMA = re.compile(r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k(\d+)\.(f32|s32|f16)\.(\w+)\.(\w+)$")
 _BYTES = {"f16": 2, "bf16": 2, "tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}
 _K = {2: 16, 4: 8, 1: 32}
+_OWN = ("wgmma.", "stmatrix.", "setmaxnreg.")
 
 
 def run(ptx: str, meta: dict, args: dict, ctas=None, kernel: str = None, max_steps: int = 20_000_000) -> int:
@@ -101,6 +103,23 @@ def operand_addresses(desc: int, rows: int, eb: int = 2, trans: bool = False) ->
         a = start + (rb // width) * lbo + (k // 8) * sbo + (k % 8) * width + rb % width
     xor_bits = {1: 3, 2: 2, 3: 1}[mode]
     return a ^ (((a >> 7) & ((1 << xor_bits) - 1)) << 4)
+
+
+@functools.lru_cache(maxsize=None)
+def _addresses(desc: int, rows: int, eb: int, trans: bool) -> np.ndarray:
+    """operand_addresses, computed once per operand (every thread of a
+    warpgroup reads the same ones); read-only, as it is shared."""
+    a = operand_addresses(desc, rows, eb, trans)
+    a.flags.writeable = False
+    return a
+
+
+@functools.lru_cache(maxsize=None)
+def _positions(t: int, count: int) -> tuple:
+    """(rows, columns) of accumulator values 0 .. count - 1 of thread t."""
+    rows, cols = np.array([fragment(t, i) for i in range(count)]).T
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
 
 
 def _halves(words, dtype: str) -> np.ndarray:
@@ -163,7 +182,17 @@ class HopperModel:
         self.pending = {}  # (kind, cta, group, n) -> {tid: operands}
         self.count = {}  # (cta, tid, kind) -> collectives of that kind the thread has reached
 
+    def claims(self, op, ops) -> bool:
+        """Whether `op ops` may be one of this model's (ptx_sim.Kernel)."""
+        return op.startswith(_OWN) or (self.inner is not None and self.inner.claims(op, ops))
+
     def __call__(self, op, ops, regs, special, symbols, mem, shared):
+        if not op.startswith(_OWN):
+            handled = self.inner(op, ops, regs, special, symbols, mem, shared) if self.inner else False
+            if handled and op.startswith("mbarrier.try_wait") and not regs[ops[0]]:
+                return YIELD
+            return handled
+
         def val(x):
             for table in (regs, special, symbols):
                 if x in table:
@@ -177,12 +206,7 @@ class HopperModel:
             return True
         if op.startswith("stmatrix."):
             return self.stmatrix(op, ops, regs, special, val, shared)
-        if op.startswith("setmaxnreg."):
-            return True
-        handled = self.inner(op, ops, regs, special, symbols, mem, shared) if self.inner else False
-        if handled and op.startswith("mbarrier.try_wait") and not regs[ops[0]]:
-            return YIELD
-        return handled
+        return True  # setmaxnreg
 
     # ---- collectives ------------------------------------------------------
 
@@ -223,9 +247,9 @@ class HopperModel:
         else:
             assert imms == [1, 1], f"{a_type} takes scale-a, scale-b only: {imms}"
             trans_a = trans_b = 0
-        B = _read(shared, operand_addresses(b_desc, n, eb, bool(trans_b)), b_type)
+        B = _read(shared, _addresses(b_desc, n, eb, bool(trans_b)), b_type)
         if not from_registers:
-            A = _read(shared, operand_addresses(val(ops[1]), 64, eb, bool(trans_a)), a_type)
+            A = _read(shared, _addresses(val(ops[1]), 64, eb, bool(trans_a)), a_type)
             self._accumulate(regs, special["%tid.x"] % 128, d, A, B, scale_d, d_type)
             return True
         words = [val(x) for x in _regs(ops[1])]
@@ -249,7 +273,7 @@ class HopperModel:
     @staticmethod
     def _accumulate(regs, t, d, A, B, scale_d, d_type="f32"):
         if d_type == "f16":
-            rows, cols = np.array([fragment(t, i) for i in range(2 * len(d))]).T
+            rows, cols = _positions(t, 2 * len(d))
             acc = (A @ B.T)[rows, cols]
             if scale_d:
                 acc = acc + _halves([regs[name] for name in d], "f16")
@@ -257,7 +281,7 @@ class HopperModel:
             for name, lo, hi in zip(d, bits[0::2].tolist(), bits[1::2].tolist()):
                 regs[name] = lo | hi << 16
             return
-        rows, cols = np.array([fragment(t, i) for i in range(len(d))]).T
+        rows, cols = _positions(t, len(d))
         prod = (A @ B.T)[rows, cols]
         if d_type == "s32":
             acc = prod.astype(np.int64)
