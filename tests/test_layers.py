@@ -187,3 +187,12 @@ def test_shared_dispatch_modules_and_lower_layers_are_allowed(tmp_path):
         "pipeline.py": "from tilec.passes.dispatch.copy import ldst\nimport tilec\n",
     })
     assert violations(root) == []
+
+
+def test_the_tilec_under_test_is_this_trees():
+    """The layer rules above read this tree's files; the suite must import the
+    same tree, wherever pytest is started (pyproject's `pythonpath`), not a
+    tilec installed elsewhere."""
+    import tilec
+
+    assert Path(tilec.__file__).resolve().parent == PACKAGE
