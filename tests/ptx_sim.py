@@ -23,9 +23,13 @@ _WIDTH = {"pred": 1, "b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16,
 _CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
         "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
 # bar.arrive signals a named barrier without waiting; since every bar.sync here
-# waits for all live threads, the arrival itself has nothing to do.
+# waits for all live threads, the arrival itself has nothing to do.  The
+# griddepcontrol pair orders this grid against the kernels before and after
+# it on a stream; one simulated kernel has no such neighbour in flight, so
+# its wait returns at once (as on a GPU without a programmatic launch).
 _NOOPS = ("fence.", "bar.warp.sync", "bar.arrive", "cp.async.bulk.commit_group", "cp.async.bulk.wait_group",
-          "cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all")
+          "cp.async.commit_group", "cp.async.wait_group", "cp.async.wait_all", "griddepcontrol.wait",
+          "griddepcontrol.launch_dependents")
 YIELD = "yield"
 """What an extension returns for an instruction it ran that ends the thread's turn."""
 

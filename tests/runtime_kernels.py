@@ -52,8 +52,13 @@ $L_done:
 """
 
 
-def vadd(target: str = "sm_90a", n: int = 1000, block: int = 128) -> tuple[str, dict]:
-    """PTX and kernel.json of an f32 vector add over n elements."""
+def vadd(target: str = "sm_90a", n: int = 1000, block: int = 128, waits: bool = False) -> tuple[str, dict]:
+    """PTX and kernel.json of an f32 vector add over n elements; `waits`:
+    it executes griddepcontrol.wait before its loads (sm_90a and newer), and
+    its kernel.json says so."""
+    body = _VADD_BODY
+    if waits:
+        body = body.replace("    ld.global.f32 %f1", "    griddepcontrol.wait;\n    ld.global.f32 %f1")
     kernel = {
         "name": "vadd",
         "entry": "vadd",
@@ -69,7 +74,9 @@ def vadd(target: str = "sm_90a", n: int = 1000, block: int = 128) -> tuple[str, 
         "dynamic_smem": 0,
         "tensormaps": [],
     }
-    return _HEADER[target] + _VADD_BODY, _meta(target, kernel)
+    if waits:
+        kernel["grid_dependency_wait"] = True
+    return _HEADER[target] + body, _meta(target, kernel)
 
 
 # out[ctaid] = (cluster_ctarank, cluster_nctarank): shows the cluster shape
@@ -261,6 +268,8 @@ ALL = {
     "vadd_sm_80": lambda: vadd("sm_80"),
     "vadd_sm_90a": lambda: vadd("sm_90a"),
     "vadd_sm_100a": lambda: vadd("sm_100a"),
+    "vadd_waits_sm_90a": lambda: vadd("sm_90a", waits=True),
+    "vadd_waits_sm_100a": lambda: vadd("sm_100a", waits=True),
     "cluster_ids": cluster_ids,
     "dsmem_swap": dsmem_swap,
     "tma_rows": tma_rows,

@@ -38,6 +38,8 @@ EXAMPLES = {
     "ptx.cp_async.bulk.commit_group": "ptx.cp_async.bulk.commit_group()",
     "ptx.cp_async.bulk.wait_group": "ptx.cp_async.bulk.wait_group(0)",
     "ptx.setmaxnreg": 'ptx.setmaxnreg(240, "inc")',
+    "ptx.griddepcontrol.wait": "ptx.griddepcontrol.wait()",
+    "ptx.griddepcontrol.launch_dependents": "ptx.griddepcontrol.launch_dependents()",
     "ptx.tcgen05.alloc": "ptx.tcgen05.alloc(address_of(taddr), n_cols=256, cta_group=1)",
     "ptx.tcgen05.dealloc": "ptx.tcgen05.dealloc(taddr[0], n_cols=256)",
     "ptx.tcgen05.relinquish_alloc_permit": "ptx.tcgen05.relinquish_alloc_permit(cta_group=1)",
@@ -113,6 +115,8 @@ EXPECT = {
     "ptx.elect_sync": "elect.sync _|%p",
     "ptx.cp_async.bulk.wait_group": "cp.async.bulk.wait_group 0;",
     "ptx.setmaxnreg": "setmaxnreg.inc.sync.aligned.u32 240;",
+    "ptx.griddepcontrol.wait": "griddepcontrol.wait;",
+    "ptx.griddepcontrol.launch_dependents": "griddepcontrol.launch_dependents;",
     "ptx.tcgen05.alloc": "tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [",
     "ptx.tcgen05.dealloc": "tcgen05.dealloc.cta_group::1.sync.aligned.b32 %r",
     "ptx.tcgen05.relinquish_alloc_permit": "tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;",
@@ -310,3 +314,31 @@ def test_a_new_row_checks_its_operands(new_rows):
     with pytest.raises(TilecError, match="must be a f32 register, got a i32") as err:
         build(PRELUDE + "    y: i32 = 0\n    ptx.test.negate(y, 1.0)\n")
     assert err.value.span.line == CALL_LINE + 1
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_kernel_that_waits_on_its_grid_dependency_says_so_in_kernel_json(target):
+    """kernel.json's `grid_dependency_wait` (the runtime's cue for a
+    programmatic launch) is set by a wait the kernel executes, not by
+    launch_dependents alone, and not by a wait folded away."""
+    waits = "    ptx.griddepcontrol.launch_dependents()\n    if HAS_WAIT:\n        ptx.griddepcontrol.wait()\n"
+    for has_wait in (True, False):
+        text = "const HAS_WAIT = " + str(has_wait) + "\n" + PRELUDE + waits
+        ptx, meta = build(text, target)
+        assert meta["kernels"][0].get("grid_dependency_wait", False) is has_wait
+        assert ("griddepcontrol.wait;" in ptx) is has_wait and "griddepcontrol.launch_dependents;" in ptx
+    ptx, meta = build(PRELUDE, target)
+    assert "grid_dependency_wait" not in meta["kernels"][0]
+
+
+def test_the_grid_dependency_pair_runs_in_the_simulator():
+    """One kernel has no neighbour in flight: the pair orders nothing, and
+    what follows the wait runs as written."""
+    a, b = np.arange(64, dtype=np.int32), np.zeros(64, np.int32)
+    run("""kernel k(A: i32[64], B: i32[64]):
+    t = thread_id([64])
+    ptx.griddepcontrol.launch_dependents()
+    ptx.griddepcontrol.wait()
+    B[t] = A[t] * 3
+""", {"A": a, "B": b})
+    np.testing.assert_array_equal(b, np.arange(64) * 3)

@@ -229,3 +229,26 @@ def test_static_shared_memory_past_48_kib_launches(hopper):
     out = np.full(128, 0xFFFFFFFF, np.uint32)
     kernel(out)
     assert out.tolist() == [1000 + (i + 1) % 128 for i in range(128)]
+
+
+@pytest.mark.parametrize("pdl", [None, False])
+def test_a_chain_of_programmatic_launches_reads_each_result(hopper, pdl):
+    """vadd that waits on its grid dependency, launched programmatically
+    (the default) back to back, each reading the previous one's output:
+    every link sees its predecessor's result, on the launcher's fast path
+    and its slow path, and in a CUDA graph captured from such launches."""
+    torch = pytest.importorskip("torch")
+    n = 1 << 20
+    kernel = module(runtime_kernels.vadd(n=n, waits=True)).kernel()
+    ones = torch.ones(n, device="cuda")
+    x = [torch.zeros(n, device="cuda"), torch.full((n,), float("nan"), device="cuda")]
+    for i in range(200):  # x[(i + 1) % 2] = x[i % 2] + 1
+        kernel(x[i % 2], ones, x[(i + 1) % 2], n, pdl=pdl)
+    torch.testing.assert_close(x[0], torch.full_like(ones, 200.0), rtol=0, atol=0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(20):
+            kernel(x[i % 2], ones, x[(i + 1) % 2], n, pdl=pdl)
+    for _ in range(5):
+        graph.replay()
+    torch.testing.assert_close(x[0], torch.full_like(ones, 300.0), rtol=0, atol=0)

@@ -30,6 +30,7 @@ class FakeGPU:
         self.next_ptr = 0x7F0000000000
         self.log: list[tuple] = []
         self.fail_launch = False
+        self.programmatic: list[bool] = []  # per launch: with programmatic stream serialization
         self.functions: dict[str, int] = {}  # kernel name -> the fake CUfunction address
         self.callback = _LAUNCH_EX(self.launch_ex)  # cuLaunchKernelEx, as the launcher calls it
 
@@ -87,10 +88,7 @@ class FakeGPU:
         dynamic smem, stream) and runs the kernel's model."""
         c = launcher_py._Config.from_address(config)
         name = {v: k for k, v in self.functions.items()}[function]
-        cluster = (1, 1, 1)
-        if c.num_attrs:
-            d = c.attrs[0].value.cluster
-            cluster = (d.x, d.y, d.z)
+        cluster = launch_attributes(self, c)
         self.log.append(("launch", name, tuple(c.grid), tuple(c.block), cluster, c.shared_bytes, c.stream or 0))
         if self.fail_launch:
             return 719  # CUDA_ERROR_LAUNCH_FAILED
@@ -121,6 +119,23 @@ class FakeGPU:
         (b,) = struct.unpack("<Q", b)
         rows = self.array(base, np.float16, 16 * 64).reshape(16, 64)[8:]
         np.frombuffer(self.memory[b], dtype=np.float16)[:] = rows.reshape(-1)
+
+
+def launch_attributes(gpu, c) -> tuple:
+    """A CUlaunchConfig's attributes, as the driver reads them: the cluster
+    shape it returns (1, 1, 1 without one); whether the launch is
+    programmatic is appended to `gpu.programmatic`.  Any other attribute, or
+    one given twice, fails the test."""
+    seen = {}
+    for i in range(c.num_attrs):
+        attribute = c.attrs[i]
+        assert attribute.id in (launcher_py._CLUSTER_DIMENSION, launcher_py._PROGRAMMATIC) and attribute.id not in seen
+        seen[attribute.id] = attribute.value
+    if launcher_py._PROGRAMMATIC in seen:
+        assert seen[launcher_py._PROGRAMMATIC].programmatic == 1
+    gpu.programmatic.append(launcher_py._PROGRAMMATIC in seen)
+    d = seen.get(launcher_py._CLUSTER_DIMENSION)
+    return (d.cluster.x, d.cluster.y, d.cluster.z) if d is not None else (1, 1, 1)
 
 
 def fake_encode(out, dtype, rank, base, dims, strides, box, elem_strides, interleave, swizzle, l2, oob):
@@ -448,10 +463,7 @@ def torch_gpu(request, gpu, monkeypatch, compiled_launcher):
     def launch_ex(config, function, params, extra):
         c = launcher_py._Config.from_address(config)
         name = {v: k for k, v in names.items()}[function]
-        cluster = (1, 1, 1)
-        if c.num_attrs:
-            d = c.attrs[0].value.cluster
-            cluster = (d.x, d.y, d.z)
+        cluster = launch_attributes(gpu, c)
         gpu.log.append(("fast_launch", name, tuple(c.grid), tuple(c.block), cluster, c.shared_bytes, c.stream or 0))
         if gpu.launch_status:
             return gpu.launch_status
@@ -659,3 +671,55 @@ def test_a_refused_replay_and_bad_keywords_are_errors(torch_gpu, monkeypatch):
         kernel(t, t, t, 16, gird=(1,))
     kernel(t, t, t, 16, grid=(1,), stream=3)
     assert launches(gpu) == ["launch", "fast_launch", "fast_launch"]
+
+
+def test_a_kernel_that_waits_is_launched_programmatically_unless_told_not_to(torch_gpu):
+    gpu = torch_gpu
+    waits = build(runtime_kernels.vadd(n=16, waits=True)).kernel()
+    plain = build(runtime_kernels.vadd(n=16)).kernel()
+    t = device_tensor(gpu, np.ones(16, np.float32))
+    for kernel in (waits, plain):
+        kernel(t, t, t, 16)  # the slow path
+        kernel(t, t, t, 16)  # replayed
+        kernel(t, t, t, 16, pdl=False)  # replayed, plainly
+        kernel(t, t, t, 16, pdl=None)
+    waits(t, t, t, 16, pdl=True)
+    assert gpu.programmatic == [True, True, False, True] + [False] * 4 + [True]
+    assert launches(gpu) == ["launch"] + ["fast_launch"] * 3 + ["launch"] + ["fast_launch"] * 4
+    # a kernel that never waits is never launched programmatically, cached or not
+    with pytest.raises(LaunchError, match=r"pdl=True: kernel 'vadd' never executes ptx.griddepcontrol.wait"):
+        plain(t, t, t, 16, pdl=True)
+    for bad in ("yes", 1, np.bool_(True)):
+        with pytest.raises(LaunchError, match=r"pdl=.*: expected True, False or None"):
+            waits(t, t, t, 16, pdl=bad)
+    assert len(gpu.programmatic) == 9
+
+
+def test_programmatic_and_cluster_attributes_go_together(torch_gpu):
+    gpu = torch_gpu
+    ptx, meta = runtime_kernels.cluster_ids(ctas=32, cluster=16)
+    ptx = ptx.replace("    mov.u32 %r1, %ctaid.x;", "    griddepcontrol.wait;\n    mov.u32 %r1, %ctaid.x;")
+    meta["kernels"][0]["grid_dependency_wait"] = True
+    kernel = CompiledModule(ptx, meta, "sm_90a").kernel()
+    gpu.run_cluster_ids = lambda grid, block, address: None
+    out = gpu.tensor_type(gpu.mem_alloc(32 * 2 * 4), (32, 2), FakeDtype("uint32"))
+    kernel(out)
+    kernel(out)
+    kernel(out, pdl=False)
+    assert [e[4] for e in gpu.log if "launch" in e[0]] == [(16, 1, 1)] * 3
+    assert gpu.programmatic == [True, True, False]
+
+
+def test_unremembered_arguments_are_launched_programmatically_too(gpu):
+    kernel = build(runtime_kernels.vadd(n=16, waits=True)).kernel()
+    c = np.zeros(16, np.float32)
+    kernel(np.ones(16, np.float32), np.ones(16, np.float32), c, 16)
+    kernel(np.ones(16, np.float32), np.ones(16, np.float32), c, 16, pdl=False)
+    assert gpu.programmatic == [True, False] and c.tolist() == [2.0] * 16
+
+
+def test_a_malformed_grid_dependency_flag_is_refused(gpu):
+    ptx, meta = runtime_kernels.vadd(n=16, waits=True)
+    meta["kernels"][0]["grid_dependency_wait"] = "yes"
+    with pytest.raises(LaunchError, match=r"kernel 'vadd': 'grid_dependency_wait' must be true or false, got 'yes'"):
+        CompiledModule(ptx, meta, "sm_90a").kernel()

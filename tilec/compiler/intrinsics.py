@@ -305,6 +305,10 @@ def _pack_bytes(e, four, d=None) -> str:
 _HOPPER = ("hopper",)
 _BLACKWELL = ("blackwell",)
 
+GRID_DEPENDENCY_WAIT = "ptx.griddepcontrol.wait"
+"""A kernel that calls it is launched with programmatic stream serialization
+(KernelSymbols.waits_grid_dependency, kernel.json `grid_dependency_wait`)."""
+
 # --------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------
@@ -347,6 +351,18 @@ _TABLE = [
     Intrinsic("ptx.cp_async.bulk.wait_group", "n: int, *, read: bool = False", "sm_90a",
               _bulk_wait_group,
               doc="Wait until at most n bulk groups are pending (`read`: only their source reads)."),
+    # programmatic dependent launch (docs/python.md, "Programmatic dependent launch")
+    Intrinsic(GRID_DEPENDENCY_WAIT, "", "sm_90a", "griddepcontrol.wait;",
+              doc="Block until every prerequisite grid (the kernels before this one on the stream that a "
+                  "programmatic launch let it overlap) has completed and its memory operations are performed "
+                  "and visible to this grid (PTX ISA, griddepcontrol).  Marks the kernel in kernel.json "
+                  "(`grid_dependency_wait`), so the runtime launches it with programmatic stream "
+                  "serialization: what runs before the wait must read nothing the preceding kernels write "
+                  "and write nothing they read.  Without a prerequisite grid in flight it returns at once."),
+    Intrinsic("ptx.griddepcontrol.launch_dependents", "", "sm_90a", "griddepcontrol.launch_dependents;",
+              doc="Let the next kernel on the stream, when it is launched programmatically, be scheduled once "
+                  "every CTA of this grid has executed this or exited (a hint: the first execution per CTA "
+                  "counts; it makes none of this grid's writes visible, the dependent's wait does)."),
     # registers
     Intrinsic("ptx.setmaxnreg", "n: int, action: str(inc|dec)", "sm_90a",
               "setmaxnreg.{action}.sync.aligned.u32 {n};", check=_check_range("n", 24, 256, 8),

@@ -219,6 +219,8 @@ class KernelSymbols:
     dims: Dict[str, Dim] = attrs.field(factory=dict)  # runtime extents, in order of appearance
     assumes: List[Tuple[ir.Expr, str]] = attrs.field(factory=list)  # (condition, message)
     uses_sm_count: bool = False  # some expression reads sm_count(): the kernel takes it as a hidden parameter
+    # the kernel executes ptx.griddepcontrol.wait: the runtime may launch it programmatically (kernel.json)
+    waits_grid_dependency: bool = False
     # divisors known at launch and proven positive: hidden magic-number parameters (runtime_dims.uniform_divisors)
     divisors: Dict[str, "runtime_dims.UniformDivisor"] = attrs.field(factory=dict)
     runtime_indexed: set = attrs.field(factory=set)  # storage roots of local buffers indexed at run time somewhere
@@ -1129,6 +1131,8 @@ class _Analyzer:
         f = e.func
         if f == runtime_dims.SM_COUNT:
             self.syms.uses_sm_count = True
+        elif f == intrinsics.GRID_DEPENDENCY_WAIT:
+            self.syms.waits_grid_dependency = True
         if recurse:
             for a in list(e.args) + [k.value for k in e.kwargs]:
                 self.exprs(a)

@@ -20,6 +20,12 @@
  * signature is read with the tensor's own methods (data_ptr(), shape,
  * stride(), dtype), and the stream with the stream function given.
  *
+ * A kernel whose kernel.json says it waits on its grid dependency
+ * (`grid_dependency_wait`: it executes griddepcontrol.wait) is launched with
+ * the programmatic stream serialization attribute, unless the call says
+ * pdl=False; any other kernel never is (pdl=True on one is a miss, and the
+ * slow path refuses it).
+ *
  * It needs no CUDA or DLPack headers: the structs it fills are declared
  * below from the documented layouts, and cuLaunchKernelEx's address is
  * handed in from Python (libcuda is never linked), so it builds wherever a
@@ -42,6 +48,7 @@ typedef struct { /* CUlaunchAttribute */
     union {
         char pad[64];
         Dim3 cluster;
+        int programmatic; /* programmaticStreamSerializationAllowed */
     } value;
 } LaunchAttribute;
 
@@ -91,6 +98,7 @@ typedef struct {
 } DLSignature;
 
 #define ATTRIBUTE_CLUSTER_DIMENSION 4
+#define ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
 #define PARAM_ALIGN 64 /* a tensor map parameter is .align 64 */
 
 enum { KIND_BUFFER = 0, KIND_SCALAR = 1 };
@@ -126,6 +134,7 @@ typedef struct {
     void *function;
     LaunchKernelEx launch;
     unsigned int block[3], cluster[3], shared_bytes;
+    int programmatic; /* the kernel waits on its grid dependency: launched programmatically by default */
     Py_ssize_t nargs, nslots;
     ArgSpec *args;
     Py_ssize_t *sizes; /* bytes of each parameter slot */
@@ -134,7 +143,7 @@ typedef struct {
     PyObject *tensor_type, *stream_fn, *stream_fn_args;
     PyObject *api_capsule; /* keeps `api` alive */
     const DLPackExchangeAPI *api;
-    LaunchAttribute attribute;
+    LaunchAttribute attributes[2]; /* programmatic serialization, then the cluster shape */
 } Launcher;
 
 static PyObject *s_data_ptr, *s_shape, *s_stride, *s_dtype, *s_cuda_stream;
@@ -199,15 +208,17 @@ static size_t slot_span(Py_ssize_t size) {
     return size ? ((size_t)size + PARAM_ALIGN - 1) / PARAM_ALIGN * PARAM_ALIGN : PARAM_ALIGN;
 }
 
-/* _configure(function, launch, block, cluster, shared_bytes, slot_sizes, specs)
+/* _configure(function, launch, block, cluster, shared_bytes, slot_sizes, specs, programmatic)
  * function, launch: addresses of the CUfunction and of cuLaunchKernelEx;
  * slot_sizes: bytes of each kernel parameter in order; specs: per caller
- * argument (kind, slot, scalar code).  Once, before the first commit. */
+ * argument (kind, slot, scalar code); programmatic: whether the kernel waits
+ * on its grid dependency.  Once, before the first commit. */
 static int configure(Launcher *self, PyObject *args) {
     unsigned long long function, launch, shared_bytes;
     PyObject *block, *cluster, *slot_sizes, *specs;
-    if (!PyArg_ParseTuple(args, "KKOOKOO", &function, &launch, &block, &cluster, &shared_bytes,
-                          &slot_sizes, &specs))
+    int programmatic;
+    if (!PyArg_ParseTuple(args, "KKOOKOOp", &function, &launch, &block, &cluster, &shared_bytes,
+                          &slot_sizes, &specs, &programmatic))
         return -1;
     if (self->args) {
         PyErr_SetString(PyExc_TypeError, "a launcher is configured once");
@@ -261,10 +272,13 @@ static int configure(Launcher *self, PyObject *args) {
             return -1;
         }
     }
-    self->attribute.id = ATTRIBUTE_CLUSTER_DIMENSION;
-    self->attribute.value.cluster.x = self->cluster[0];
-    self->attribute.value.cluster.y = self->cluster[1];
-    self->attribute.value.cluster.z = self->cluster[2];
+    self->programmatic = programmatic;
+    self->attributes[0].id = ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    self->attributes[0].value.programmatic = 1;
+    self->attributes[1].id = ATTRIBUTE_CLUSTER_DIMENSION;
+    self->attributes[1].value.cluster.x = self->cluster[0];
+    self->attributes[1].value.cluster.y = self->cluster[1];
+    self->attributes[1].value.cluster.z = self->cluster[2];
     return 0;
 }
 
@@ -531,9 +545,20 @@ static int read_stream(Launcher *self, PyObject *stream, void **out) {
     return 0;
 }
 
+/* Whether a launch is programmatic: pdl=None is the kernel's default, False
+ * never, True only for a kernel that waits on its grid dependency.  0 or 1,
+ * or -1 for anything else (a miss: the slow path explains). */
+static int read_pdl(Launcher *self, PyObject *pdl) {
+    if (pdl == Py_None) return self->programmatic;
+    if (pdl == Py_False) return 0;
+    if (pdl == Py_True && self->programmatic) return 1;
+    return -1;
+}
+
 /* Everything of a launch's config but its stream: `dims`, and the block,
- * shared bytes and cluster the launcher was configured with. */
-static void fill_config(Launcher *self, LaunchConfig *config, const unsigned int dims[3]) {
+ * shared bytes and cluster the launcher was configured with; the
+ * programmatic serialization attribute when `programmatic`. */
+static void fill_config(Launcher *self, LaunchConfig *config, const unsigned int dims[3], int programmatic) {
     config->grid_x = dims[0];
     config->grid_y = dims[1];
     config->grid_z = dims[2];
@@ -542,16 +567,18 @@ static void fill_config(Launcher *self, LaunchConfig *config, const unsigned int
     config->block_z = self->block[2];
     config->shared_bytes = self->shared_bytes;
     int clustered = self->cluster[0] * self->cluster[1] * self->cluster[2] != 1;
-    config->attrs = clustered ? &self->attribute : NULL;
-    config->num_attrs = clustered ? 1 : 0;
+    config->num_attrs = (unsigned int)(programmatic + clustered);
+    config->attrs = config->num_attrs ? &self->attributes[programmatic ? 0 : 1] : NULL;
 }
 
 #define MISS() do { PyErr_Clear(); return -1; } while (0)
 
 /* The launch of `args` (a tuple) with a remembered signature: -1 (a miss:
  * nothing launched, no error set) or the CUresult of cuLaunchKernelEx. */
-static int replay(Launcher *self, PyObject *args, PyObject *grid, PyObject *stream) {
+static int replay(Launcher *self, PyObject *args, PyObject *grid, PyObject *stream, PyObject *pdl) {
     if (!self->tensor_type || PyTuple_GET_SIZE(args) != self->nargs) return -1;
+    int programmatic = read_pdl(self, pdl);
+    if (programmatic < 0) return -1;
     ArgKey keys[MAX_ARGS + 1];
     memset(keys, 0, self->nargs * sizeof(ArgKey));
     if (read_keys(self, args, keys)) MISS();
@@ -574,60 +601,67 @@ static int replay(Launcher *self, PyObject *args, PyObject *grid, PyObject *stre
         if (a->kind == KIND_SCALAR) memcpy(entry->pointers[a->slot], scalars[i], scalar_bytes(a->code));
     }
     entry->last_used = ++self->clock;
-    fill_config(self, &config, dims);
+    fill_config(self, &config, dims, programmatic);
     return self->launch(&config, self->function, self->nslots ? entry->pointers : NULL, NULL);
 }
 
-/* _replay(args, grid, stream) -> -1 (a miss) or the CUresult: the slow
+/* _replay(args, grid, stream, pdl) -> -1 (a miss) or the CUresult: the slow
  * path's launch of what it has just committed. */
 static PyObject *Launcher_replay(Launcher *self, PyObject *call) {
-    PyObject *args, *grid, *stream;
-    if (!PyArg_ParseTuple(call, "O!OO", &PyTuple_Type, &args, &grid, &stream)) return NULL;
-    return PyLong_FromLong(replay(self, args, grid, stream));
+    PyObject *args, *grid, *stream, *pdl;
+    if (!PyArg_ParseTuple(call, "O!OOO", &PyTuple_Type, &args, &grid, &stream, &pdl)) return NULL;
+    return PyLong_FromLong(replay(self, args, grid, stream, pdl));
 }
 
-/* _launch_params(grid, stream, params) -> the CUresult: one launch of
- * parameters the slow path packed (`params`: the address of the kernel's
- * void* array, 0 for none) for arguments the launcher does not remember
- * (numpy, DLPack and CUDA-array-interface arrays); `grid` a checked tuple
- * of 3, `stream` a CUstream handle. */
+/* _launch_params(grid, stream, params, programmatic) -> the CUresult: one
+ * launch of parameters the slow path packed (`params`: the address of the
+ * kernel's void* array, 0 for none) for arguments the launcher does not
+ * remember (numpy, DLPack and CUDA-array-interface arrays); `grid` a
+ * checked tuple of 3, `stream` a CUstream handle, `programmatic` the
+ * slow path's decision. */
 static PyObject *Launcher_launch_params(Launcher *self, PyObject *call) {
     PyObject *grid;
     unsigned long long stream, params;
+    int programmatic;
     unsigned int dims[3];
-    if (!PyArg_ParseTuple(call, "OKK", &grid, &stream, &params)) return NULL;
+    if (!PyArg_ParseTuple(call, "OKKp", &grid, &stream, &params, &programmatic)) return NULL;
     if (!self->args) {
         PyErr_SetString(PyExc_TypeError, "launch: the launcher is not configured");
         return NULL;
     }
     if (read_dims(grid, dims, "grid")) return NULL;
     LaunchConfig config;
+    if (programmatic && !self->programmatic) {
+        PyErr_SetString(PyExc_ValueError, "launch: a kernel that never waits is not launched programmatically");
+        return NULL;
+    }
     config.stream = (void *)(uintptr_t)stream;
-    fill_config(self, &config, dims);
+    fill_config(self, &config, dims, programmatic);
     return PyLong_FromLong(self->launch(&config, self->function, (void **)(uintptr_t)params, NULL));
 }
 
-/* kernel(*args, grid=None, stream=None): the replay of a remembered
- * signature, else (a miss, or a launch error) the subclass's
- * _miss(args, grid, stream, status), the slow path, whose result is
+/* kernel(*args, grid=None, stream=None, pdl=None): the replay of a
+ * remembered signature, else (a miss, or a launch error) the subclass's
+ * _miss(args, grid, stream, pdl, status), the slow path, whose result is
  * returned.  One C call from the caller to the driver on a hit. */
 static PyObject *Launcher_call(Launcher *self, PyObject *args, PyObject *kwds) {
-    PyObject *grid = Py_None, *stream = Py_None;
+    PyObject *grid = Py_None, *stream = Py_None, *pdl = Py_None;
     if (kwds) {
         Py_ssize_t pos = 0;
         PyObject *key, *value;
         while (PyDict_Next(kwds, &pos, &key, &value)) {
             if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "grid") == 0) grid = value;
             else if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "stream") == 0) stream = value;
+            else if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "pdl") == 0) pdl = value;
             else {
-                PyErr_Format(PyExc_TypeError, "a kernel takes the keywords grid= and stream=, not %R", key);
+                PyErr_Format(PyExc_TypeError, "a kernel takes the keywords grid=, stream= and pdl=, not %R", key);
                 return NULL;
             }
         }
     }
-    int status = self->args ? replay(self, args, grid, stream) : -1;
+    int status = self->args ? replay(self, args, grid, stream, pdl) : -1;
     if (status == 0) Py_RETURN_NONE;
-    return PyObject_CallMethod((PyObject *)self, "_miss", "OOOi", args, grid, stream, status);
+    return PyObject_CallMethod((PyObject *)self, "_miss", "OOOOi", args, grid, stream, pdl, status);
 }
 
 static int remembered(Launcher *self) {

@@ -766,12 +766,16 @@ class _Staging:
 class _KernelBody:
     """One kernel of a loaded module; calling it launches it.
 
-    ``kernel(*args, grid=None, stream=None)``: `args` follow the kernel's
-    non-tensormap parameters; `grid` overrides kernel.json's; `stream` is
-    where to launch.  Without one, the launch goes to torch's current
-    stream when any argument is a torch CUDA tensor, else to the legacy
-    default stream.  The call returns once the kernel is queued, except
-    that numpy arrays are copied back, which waits for the kernel.
+    ``kernel(*args, grid=None, stream=None, pdl=None)``: `args` follow the
+    kernel's non-tensormap parameters; `grid` overrides kernel.json's;
+    `stream` is where to launch.  Without one, the launch goes to torch's
+    current stream when any argument is a torch CUDA tensor, else to the
+    legacy default stream.  The call returns once the kernel is queued,
+    except that numpy arrays are copied back, which waits for the kernel.
+    `pdl`: a kernel that waits on its grid dependency (kernel.json
+    `grid_dependency_wait`) is launched with programmatic stream
+    serialization unless `pdl=False`; `pdl=True` on any other kernel is a
+    LaunchError (`programmatic`).
 
     A kernel is a launcher (launcher.py; the compiled one where it is
     built): a launch whose arguments have the signature of one of the last
@@ -795,6 +799,12 @@ class _KernelBody:
         self.block = tuple(entry["block"])
         self.cluster = tuple(entry.get("cluster", (1, 1, 1)))
         self.dynamic_smem = int(entry.get("dynamic_smem", 0))
+        self.waits_grid_dependency = entry.get("grid_dependency_wait", False)
+        if not isinstance(self.waits_grid_dependency, bool):
+            raise LaunchError(
+                f"kernel.json: kernel '{self.name}': 'grid_dependency_wait' must be true or false, "
+                f"got {self.waits_grid_dependency!r}"
+            )
         self.sm_count = device.sm_count
         self._function = function
         self._configured = False  # the launcher's constants, set on the first launch it can remember
@@ -811,20 +821,21 @@ class _KernelBody:
     def __repr__(self) -> str:
         return f"<tilec Kernel {self.name} grid={list(self.grid)} block={list(self.block)}>"
 
-    def _miss(self, args, grid, stream, status: int) -> None:
+    def _miss(self, args, grid, stream, pdl, status: int) -> None:
         """What the launcher's call does when it did not launch (status -1)
         or the driver refused the replay (a CUresult)."""
         if status == _INVALID_CONTEXT:
             driver.device()  # a thread that never made the context current; the slow path retries
         elif status > 0:
             driver.check_status("cuLaunchKernelEx", status)
-        self._launch_checked(args, grid, stream)
+        self._launch_checked(args, grid, stream, pdl)
 
-    def _launch_checked(self, args, grid, stream) -> None:
+    def _launch_checked(self, args, grid, stream, pdl) -> None:
         """The slow path: the checks (those of a known argument layout
         skipped but for the addresses), staging, encodes, then the launch:
         remembered by the launcher when it can be replayed, and then
         launched by it."""
+        programmatic = self.programmatic(pdl)
         tensor_type = torch_tensor_type()
         on_torch = tensor_type is not None and any(
             isinstance(a, tensor_type) and a.is_cuda for a in args
@@ -867,16 +878,33 @@ class _KernelBody:
                     blobs.append(self._encode(param["name"], pointers[param["tensor"]], layout))
             default = dims if grid is None else layout.grid
             if not staging.uploads and self._remember(args, blobs, default, tensor_type, stream_fn):
-                status = self._replay(args, dims, handle)  # what was just remembered
+                status = self._replay(args, dims, handle, programmatic)  # what was just remembered
                 if status >= 0:
                     driver.check_status("cuLaunchKernelEx", status)
                     return
             packed = pack_params(blobs)  # arguments the launcher does not remember: launched once by it
             self._configure_once(blobs)
-            driver.check_status("cuLaunchKernelEx", self._launch_params(dims, handle, packed.address if blobs else 0))
+            status = self._launch_params(dims, handle, packed.address if blobs else 0, programmatic)
+            driver.check_status("cuLaunchKernelEx", status)
             if staging.uploads:
                 driver.stream_synchronize(handle)
                 staging.download()
+
+    def programmatic(self, pdl) -> bool:
+        """Whether a launch with the keyword `pdl` is programmatic: None
+        (the default) for a kernel that waits on its grid dependency, never
+        for one that does not; a LaunchError for pdl=True on such a kernel
+        or a `pdl` that is not a bool."""
+        if pdl is None:
+            return self.waits_grid_dependency
+        if not isinstance(pdl, bool):
+            raise LaunchError(f"pdl={pdl!r}: expected True, False or None")
+        if pdl and not self.waits_grid_dependency:
+            raise LaunchError(
+                f"pdl=True: kernel '{self.name}' never executes ptx.griddepcontrol.wait, so a programmatic "
+                f"launch could let it read what the kernel before it has not yet written"
+            )
+        return pdl
 
     def _encode(self, name: str, base: int, layout: Layout) -> bytes:
         """The encoded map `name` over `base`, kept per (map, address, its
@@ -892,8 +920,8 @@ class _KernelBody:
     def _configure_once(self, blobs: list[bytes]) -> None:
         """Give the launcher the kernel's launch constants (the function,
         cuLaunchKernelEx, block, cluster, shared memory, each parameter's
-        size and which arguments are buffers or scalars), on the first
-        launch."""
+        size, which arguments are buffers or scalars, and whether the
+        kernel waits on its grid dependency), on the first launch."""
         if self._configured:
             return
         caller = caller_params(self.params)
@@ -912,6 +940,7 @@ class _KernelBody:
             self.dynamic_smem,
             [len(b) for b in blobs],
             specs,
+            self.waits_grid_dependency,
         )
         self._configured = True
 

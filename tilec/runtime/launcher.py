@@ -16,6 +16,14 @@ checks, encodes and commits the new signature in place of the least
 recently used one (so code that rotates among a few sets of tensors stays
 on the fast path), then launches it with ``_replay``.
 
+A kernel whose kernel.json says `grid_dependency_wait` (it executes
+griddepcontrol.wait) is launched with the programmatic stream serialization
+attribute (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION), so it may
+start while the kernel before it on the stream finishes; ``pdl=False``
+launches it plainly.  A kernel that never waits is never launched so
+(``pdl=True`` on one is a miss, which the slow path refuses): its first
+instruction could read what its predecessor has not yet written.
+
 Only tensors of one type (torch.Tensor) take this path: their pointer,
 shape, strides and dtype are read directly, and a pointer identifies its
 device (CUDA's unified addressing), so an unchanged signature is an
@@ -47,6 +55,7 @@ _STRUCT_FORMAT = {1: "<b", 2: "<h", 3: "<i", 4: "<q", 5: "<B", 6: "<H", 7: "<I",
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _ALIGN = 64  # a tensor map parameter is .align 64
 _CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+_PROGRAMMATIC = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
 
 class _Dim3(ctypes.Structure):
@@ -54,7 +63,7 @@ class _Dim3(ctypes.Structure):
 
 
 class _Value(ctypes.Union):  # CUlaunchAttributeValue
-    _fields_ = [("pad", ctypes.c_char * 64), ("cluster", _Dim3)]
+    _fields_ = [("pad", ctypes.c_char * 64), ("cluster", _Dim3), ("programmatic", ctypes.c_int)]
 
 
 class _Attribute(ctypes.Structure):  # CUlaunchAttribute
@@ -96,22 +105,23 @@ class PyLauncher:
     and behaviour as the compiled one, as the base of a kernel class that
     defines ``_miss``: ``kernel(*args, grid=None, stream=None)``;
     ``_configure(function, launch, block, cluster, shared_bytes,
-    slot_sizes, specs)`` once, then ``_commit(args, blobs, grid,
-    tensor_type, stream_fn)`` and ``_replay(args, grid, stream)`` -> -1 or
-    the CUresult; the last `ENTRIES` signatures are remembered.
-    ``_launch_params(grid, stream, params)`` -> the CUresult launches
-    parameters the slow path packed for arguments it does not remember."""
+    slot_sizes, specs, programmatic)`` once, then ``_commit(args, blobs,
+    grid, tensor_type, stream_fn)`` and ``_replay(args, grid, stream, pdl)``
+    -> -1 or the CUresult; the last `ENTRIES` signatures are remembered.
+    ``_launch_params(grid, stream, params, programmatic)`` -> the CUresult
+    launches parameters the slow path packed for arguments it does not
+    remember."""
 
     _tensor_type = None  # until the first commit: every call is a miss
     _entries = ()  # until _configure gives the launcher its own
 
-    def __call__(self, *args, grid=None, stream=None):
-        status = self._replay(args, grid, stream)
+    def __call__(self, *args, grid=None, stream=None, pdl=None):
+        status = self._replay(args, grid, stream, pdl)
         if status:
-            return self._miss(args, grid, stream, status)
+            return self._miss(args, grid, stream, pdl, status)
         return None
 
-    def _configure(self, function, launch, block, cluster, shared_bytes, slot_sizes, specs):
+    def _configure(self, function, launch, block, cluster, shared_bytes, slot_sizes, specs, programmatic):
         if "_launch" in self.__dict__:
             raise TypeError("a launcher is configured once")
         self._lock = threading.Lock()
@@ -125,11 +135,13 @@ class PyLauncher:
         self._config = _Config()
         self._config.block[:] = tuple(block)
         self._config.shared_bytes = shared_bytes
-        self._attribute = _Attribute(id=_CLUSTER_DIMENSION)
-        self._attribute.value.cluster = _Dim3(*cluster)
-        if math.prod(self._cluster) != 1:
-            self._config.attrs = ctypes.pointer(self._attribute)
-            self._config.num_attrs = 1
+        self._programmatic = bool(programmatic)
+        # programmatic serialization, then the cluster shape (as _launcher.c)
+        self._attributes = (_Attribute * 2)(_Attribute(id=_PROGRAMMATIC), _Attribute(id=_CLUSTER_DIMENSION))
+        self._attributes[0].value.programmatic = 1
+        self._attributes[1].value.cluster = _Dim3(*cluster)
+        self._clustered = math.prod(self._cluster) != 1
+        self._attribute_lists = (ctypes.pointer(self._attributes[0]), ctypes.pointer(self._attributes[1]))
         self._entries = OrderedDict()  # least recently used first
         self._stream_fn = None
 
@@ -172,9 +184,19 @@ class PyLauncher:
             self._entries[key] = entry
         return True
 
-    def _replay(self, args, grid, stream) -> int:
+    def _set_attributes(self, programmatic: bool) -> None:
+        """The config's attribute list: programmatic serialization when
+        `programmatic`, the cluster shape when not 1 x 1 x 1."""
+        config = self._config
+        config.num_attrs = int(programmatic) + int(self._clustered)
+        config.attrs = self._attribute_lists[0 if programmatic else 1] if config.num_attrs else None
+
+    def _replay(self, args, grid, stream, pdl) -> int:
         tensor_type = self._tensor_type
         if tensor_type is None or len(args) != self._nargs:
+            return -1
+        programmatic = _programmatic(pdl, self._programmatic)
+        if programmatic is None:
             return -1
         key = self._key(args, tensor_type)
         with self._lock:
@@ -192,17 +214,33 @@ class PyLauncher:
             config = self._config
             config.grid[:] = dims
             config.stream = handle
+            self._set_attributes(programmatic)
             return self._launch(ctypes.byref(config), self._function_address, entry.params, None)
 
-
-    def _launch_params(self, grid, stream, params) -> int:
+    def _launch_params(self, grid, stream, params, programmatic) -> int:
         if "_launch" not in self.__dict__:
             raise TypeError("launch: the launcher is not configured")
+        if programmatic and not self._programmatic:
+            raise ValueError("launch: a kernel that never waits is not launched programmatically")
         with self._lock:
             config = self._config
             config.grid[:] = grid
             config.stream = stream
+            self._set_attributes(bool(programmatic))
             return self._launch(ctypes.byref(config), self._function_address, params or None, None)
+
+
+def _programmatic(pdl, waits: bool) -> bool | None:
+    """Whether a launch is programmatic (as _launcher.c's read_pdl): None
+    is the kernel's default, False never, True only for a kernel that waits;
+    None for anything else (a miss: the slow path explains)."""
+    if pdl is None:
+        return waits
+    if pdl is False:
+        return False
+    if pdl is True and waits:
+        return True
+    return None
 
 
 def _signature(tensor) -> tuple:

@@ -52,6 +52,10 @@ def kernel_meta(syms: KernelSymbols) -> dict:
     }
     if syms.assumes:
         out["assumes"] = [{"cond": to_json(cond), "message": message} for cond, message in syms.assumes]
+    if syms.waits_grid_dependency:
+        # the kernel executes griddepcontrol.wait: safe to launch with
+        # programmatic stream serialization (only such a kernel is)
+        out["grid_dependency_wait"] = True
     return out
 
 
