@@ -17,6 +17,7 @@ from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
 from tilec.compiler.symbols import KernelSymbols
 from tilec.compiler.tile_op import TileOp
+from tilec.passes.dispatch.per_kernel import kernel_table
 
 
 SIGNATURES = {
@@ -43,7 +44,23 @@ def bind(op: TileOp) -> Dict:
 def region(expr: ir.Expr, syms: KernelSymbols, what: str, past_end: bool = False) -> Region:
     """The region an operand names (`tilec.compiler.region`); a located
     error when it is not one, when an extent is not a compile-time integer,
-    or when it leaves its buffer (`past_end`: see `Region.check_bounds`)."""
+    or when it leaves its buffer (`past_end`: see `Region.check_bounds`).
+
+    Read once per operand of a kernel: each predicate of each candidate
+    variant reads the call's operands, and then the lowering does.  `what`
+    only words an error, and an error is not kept (it is raised again)."""
+    memo = _REGIONS(syms)
+    key = (id(expr), past_end)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = (expr, _region(expr, syms, what, past_end))
+    return hit[1]
+
+
+_REGIONS = kernel_table()  # kernel symbols -> {(id(operand), past_end): (operand, Region)}
+
+
+def _region(expr: ir.Expr, syms: KernelSymbols, what: str, past_end: bool) -> Region:
     base = expr.base if isinstance(expr, ir.Index) else expr
     if isinstance(expr, ir.LayoutLit):
         raise TilecError(f"{what} must be a buffer or a region of one, not a layout; {ir.S_IS_A_LAYOUT}",

@@ -13,3 +13,13 @@ def last_kernel(fn):
         return last[1]
 
     return memo
+
+
+def kernel_table():
+    """A function giving, for the kernel symbols it is called with, one dict
+    kept while dispatch lowers that kernel (`last_kernel`): a memo of a pure
+    reading of that kernel's buffers or operands, which every predicate of
+    every candidate variant and then the lowering itself would otherwise
+    recompute.  Entries keyed by an object's id keep the object too, so
+    that the id is not reused while the entry lives."""
+    return last_kernel(lambda syms: {})

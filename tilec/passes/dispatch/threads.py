@@ -32,6 +32,7 @@ class Threads:
     where the declared ids cannot give one."""
 
     def __init__(self, syms: KernelSymbols):
+        self.syms = syms  # whose tables (`per_kernel`) what is read through this object goes to
         self.block = syms.launch.threads
         self.ids = {}
         for i in syms.launch.ids:

@@ -7,13 +7,14 @@ stmatrix by the same map.
 """
 from __future__ import annotations
 
-from typing import List
+from typing import List, Optional
 
 from tilec.compiler import ir
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
-from tilec.passes.dispatch.register_storage import storage
+from tilec.passes.dispatch.per_kernel import kernel_table
+from tilec.passes.dispatch.register_storage import Storage, storage
 from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 
@@ -84,9 +85,7 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per
     # in place or none is, and the first thread that differs is the same for all.
     lead = tuple(starts[:-2])
     zero = (0,) * len(lead)
-    bad = next((t for t in range(WARPGROUP)
-                if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0, per)),
-               None)
+    bad = _misplacing_thread(st, per, threads)
     out = []
     for row0, col0 in tiles:
         elems = []
@@ -114,3 +113,23 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per
             elems.append(ir.Index(ir.Name(r.name), tuple(ir.Int(v) for v in first)))
         out.append(elems)
     return out
+
+
+def _misplacing_thread(st: Storage, per: int, threads: Threads) -> Optional[int]:
+    """The first thread of the warpgroup whose registers of `st` do not
+    hold what the fragment puts there, or None: a property of the buffer's
+    layout, asked by every wgmma and fragment copy naming the buffer, so
+    kept per kernel (`st` is the kernel's one `storage` of the buffer)."""
+    memo = _MISPLACING(threads.syms)
+    key = (id(st), per)
+    hit = memo.get(key)
+    if hit is None:
+        zero = (0,) * (len(st.buffer.shape) - 2)
+        bad = next((t for t in range(WARPGROUP)
+                    if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0, per)),
+                   None)
+        hit = memo[key] = (st, bad)
+    return hit[1]
+
+
+_MISPLACING = kernel_table()  # kernel symbols -> {(id(storage), per): (storage, thread or None)}
