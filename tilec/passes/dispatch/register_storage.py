@@ -236,11 +236,16 @@ def scalar_elements(dtype: str) -> bool:
     return value_type_of_dtype(dtype) in FLOAT_TYPES + INT_TYPES + FP8_TYPES
 
 
-def register_element(buf: Buffer, coord: Sequence[int]) -> ir.Index:
+def register_element(buf: Buffer, coord: Sequence[int], span: Optional[ir.Span] = None) -> ir.Index:
     """The register holding element `coord` in thread 0, which names the
     same register (the same storage slot) in every thread: the emitter
-    locates a register-array element by the `m` part of its layout alone."""
-    return ir.Index(ir.Name(buf.name), tuple(ir.Int(c) for c in coord))
+    locates a register-array element by the `m` part of its layout alone.
+
+    A lowering passes its call's `span`: dispatch places every node a
+    lowering builds at the call (`lower_calls._locate`), and these element
+    names, by the hundred in a GEMM's casts and copies, then need no
+    rebuilding there."""
+    return ir.Index(ir.Name(buf.name, span=span), tuple(ir.Int(c, span=span) for c in coord), span=span)
 
 
 def check_scope(st: Storage, scope: str, threads: Threads, what: str) -> None:

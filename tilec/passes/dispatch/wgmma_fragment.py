@@ -14,7 +14,7 @@ from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.per_kernel import kernel_table
-from tilec.passes.dispatch.register_storage import Storage, storage
+from tilec.passes.dispatch.register_storage import Storage, register_element, storage
 from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 
@@ -54,8 +54,8 @@ def fragment_coord(t: int, i: int, per: int = 2) -> tuple:
             4 * per * (i // (2 * per)) + per * (lane % 4) + i % per)
 
 
-def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per: int = 2,
-                      packed: bool = False) -> List[List[ir.Index]]:
+def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, span: Optional[ir.Span],
+                      per: int = 2, packed: bool = False) -> List[List[ir.Index]]:
     """Per 64 x n tile (its (row, col) origin in the region), the n/2 elements
     of `r`'s register buffer that are the fragment's values 0..n/2-1, as
     constant-indexed elements (the coordinates thread 0 holds; the register
@@ -63,7 +63,8 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per
     element where the hardware puts it.  `packed` (an f16 accumulator, which
     wgmma writes as f16x2 pairs): values 2i and 2i + 1 must also be in
     consecutive storage slots from an even one, the halves of one packed
-    register."""
+    register.  The elements are built at `span`, the call's
+    (`register_element`)."""
     starts = r.const_starts()
     if starts is None:
         raise Decline(f"{what} '{r.name}' must be indexed at compile-time positions")
@@ -110,7 +111,7 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, per
                     f"{what} '{r.name}' is not in the wgmma fragment layout: thread {bad} must hold "
                     f"element {want} in its register {slot}, the layout {layout} puts {got} there"
                 )
-            elems.append(ir.Index(ir.Name(r.name), tuple(ir.Int(v) for v in first)))
+            elems.append(register_element(r.buffer, first, span))
         out.append(elems)
     return out
 

@@ -59,7 +59,8 @@ def lower(op, ctx):
     dst, src = cast_operands(op, ctx)
     threads = Threads(ctx.symbols)
     pairs, st = register_pairs(dst, src, threads, scope_of(op))
-    elems = [(register_element(dst.buffer, cd), register_element(src.buffer, cs)) for cd, cs in pairs]
+    elems = [(register_element(dst.buffer, cd, op.span), register_element(src.buffer, cs, op.span))
+             for cd, cs in pairs]
     stmts = []
     paired = _PAIRED.get(dst.dtype) if src.dtype == "f32" else None
     if paired is not None:

@@ -145,7 +145,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
                     and divisors.of(mem_elem.indices[-1]) % w == 0 and divisors.of(last) % w == 0:
                 v = w
                 break
-        reg_elem = register_element(reg.buffer, h.coord)
+        reg_elem = register_element(reg.buffer, h.coord, op.span)
         done.update(range(h.slot, h.slot + v))
         inside = conj(list(uniform.values()) + [ir.Binary("<", mem_elem.indices[d], n) for d, n in ragged.items()])
         if inside is not None:
@@ -211,7 +211,7 @@ def registers_to_registers(op, ctx, dst: Region, src: Region) -> list:
     threads = Threads(ctx.symbols)
     pairs, st = register_pairs(dst, src, threads, scope_of(op))
     stmts = [
-        assign(register_element(dst.buffer, cd), register_element(src.buffer, cs))
+        assign(register_element(dst.buffer, cd, op.span), register_element(src.buffer, cs, op.span))
         for cd, cs in pairs
     ]
     return guarded(st.guard(threads, axis_exprs(st, threads)), roll(ctx, stmts))

@@ -78,7 +78,7 @@ def lower(op, ctx) -> List[ir.Stmt]:
             f"the rows of '{smem.name}' are not contiguous, 16-byte aligned runs of 8 elements along its last dim"
         )
     threads = Threads(ctx.symbols)
-    values = fragment_elements(frag, threads, [(MMA_M * i, 0) for i in range(rows // MMA_M)], cols, "the fragment")
+    values = fragment_elements(frag, threads, [(MMA_M * i, 0) for i in range(rows // MMA_M)], cols, "the fragment", op.span)
     lane = threads.require(threads.axis("laneid"), "the lane")
     warp = threads.require(threads.axis("wid_in_wg"), "the warp in its warpgroup")
     stmts = []

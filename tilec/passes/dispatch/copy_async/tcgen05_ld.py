@@ -179,7 +179,8 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         while i + run < len(order) and order[i + run] == order[i] + run:
             run += 1
         num = 1 << (min(run, MAX_NUM).bit_length() - 1)
-        elems = [register_element(dst.buffer, st.slots[words[c][p]]) for c in order[i:i + num] for p in range(per)]
+        elems = [register_element(dst.buffer, st.slots[words[c][p]], op.span)
+                 for c in order[i:i + num] for p in range(per)]
         kw = (ir.Keyword("num", ir.Int(num)), ir.Keyword("dtype", ir.DTypeLit(src.dtype)))
         taddr = tmem_address(ir.Name(base), lane0, order[i], dyn)
         stmts.append(ir.ExprStmt(ir.Call("ptx.tcgen05.ld", (ir.TupleExpr(tuple(elems)), taddr), kw)))

@@ -256,7 +256,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     m_tiles, n_tiles, k_steps = o.M // MMA_M, o.N // n_inst, o.K // k_inst
     threads = Threads(ctx.symbols)
     acc = fragment_elements(o.C, threads, [(MMA_M * i, n_inst * j) for i in range(m_tiles) for j in range(n_tiles)],
-                            n_inst, "the accumulator", packed=DTYPES[o.C.dtype].bits == 16)
+                            n_inst, "the accumulator", span, packed=DTYPES[o.C.dtype].bits == 16)
     divisors = Divisors(ctx.symbols)
     b = shared_operand(o.B, o.trans_b, [(n_inst * j, k_inst * kk) for j in range(n_tiles) for kk in range(k_steps)],
                        (n_inst, k_inst), divisors, "B")
@@ -265,7 +265,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         a = None
         per = 32 // DTYPES[o.A.dtype].bits
         a_frags = fragment_elements(o.A, threads, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
-                                    k_inst, "A", per=per)
+                                    k_inst, "A", span, per=per)
         a_frags = [_packed_words(frag, per, ctx, stmts, span) for frag in a_frags]
     stmts.append(ir.ExprStmt(ir.Call("ptx.wgmma.fence", span=span), span=span))
     if o.A.scope != "local":

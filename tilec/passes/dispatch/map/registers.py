@@ -133,7 +133,7 @@ def lower(op, ctx):
         want = value_type_of_dtype(dst.dtype)
         if not assignable(syms.type_of(computed), want, computed):
             computed = ir.Call("convert", (computed, ir.DTypeLit(want)))
-        stmts.append(assign(register_element(dst.buffer, h.coord), computed))
+        stmts.append(assign(register_element(dst.buffer, h.coord, op.span), computed))
     return guarded(sd.guard(threads, axis_exprs(sd, threads)), roll(ctx, stmts))
 
 

@@ -142,7 +142,7 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
     groups: dict = {}
     for h in held_elements(src, ss, axis_exprs(ss, threads)):
         key = tuple(b for b, d in zip(h.base, src.dims) if d not in axes)
-        groups.setdefault(key, (h, []))[1].append(register_element(src.buffer, h.coord))
+        groups.setdefault(key, (h, []))[1].append(register_element(src.buffer, h.coord, op.span))
     rows = []
     for key, (first, parts) in groups.items():
         coord = list(dstarts)
@@ -151,7 +151,7 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
         if tuple(coord) not in slot_of:
             raise Decline(f"thread 0 reduces into {dst.name}{coord}, which it does not hold; {hint}")
         index = tuple(i for i, d in zip(first.index, src.dims) if d not in axes)
-        rows.append(Row(register_element(dst.buffer, coord), index, tuple(parts)))
+        rows.append(Row(register_element(dst.buffer, coord, op.span), index, tuple(parts)))
     lanes, lane_terms, warps = [], [], []
     for t in ss.terms:
         if t.dim not in axes:
