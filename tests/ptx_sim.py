@@ -96,7 +96,9 @@ class Kernel:
         barrier (a spin-wait that failed, the arrival at a collective
         instruction: tests/wgmma_ptx_sim.py).  An extension with a method
         `claims(op, operands)` is offered only the instructions it claims
-        (asked once per instruction, when the kernel is decoded)."""
+        (asked once per instruction, when the kernel is decoded), and may
+        claim one the simulator otherwise runs as a no-op (a fence, a
+        griddepcontrol), to watch where a thread executes it."""
         self.extension = extension
         start = ptx.index(f".entry {name}(")
         header, body = ptx[start:].split("{", 1)
@@ -139,6 +141,7 @@ class Kernel:
         # predicate instructions most of a kernel's steps are, a closure
         # that runs it exactly as _execute would
         claims = getattr(extension, "claims", lambda op, ops: extension is not None)
+        watches = getattr(extension, "claims", lambda op, ops: False)  # a no-op only with `claims`
         self.decoded = []
         for guard, op, ops in self.code:
             if op == "ret":
@@ -147,7 +150,7 @@ class Kernel:
                 kind, arg = _BRA, ops[0]
             elif op.startswith("bar.sync"):
                 kind, arg = _BAR, None
-            elif op.startswith(_NOOPS):
+            elif op.startswith(_NOOPS) and not watches(op, ops):
                 kind, arg = _NOOP, None
             else:
                 kind, arg = (_OFFER if claims(op, ops) else _OTHER), _compile(op, ops, symbols)

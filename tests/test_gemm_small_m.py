@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import wgmma_ptx_sim
+from ptx_sim import Kernel
+from tma_ptx_sim import _LOAD as _TMA_LOAD, _TMAP_BASE, TmaModel
 from test_hopper_gemm import inputs, relative_error
 from tilec.compiler.diagnostics import TilecError
 from tilec.pipeline import compile_source
@@ -113,6 +115,79 @@ def test_simulated_narrow_slabs(rows, hint, m, n):
     assert relative_error(D, ref) < 1e-3
 
 
+class GridDependencyOrder(wgmma_ptx_sim.HopperModel):
+    """The Hopper model, watching ptx.griddepcontrol.* and the TMA loads:
+    which tensors each thread loads before and after its first wait, and
+    which threads wait."""
+
+    def __init__(self, tensormaps):
+        super().__init__(TmaModel(tensormaps))
+        self.tensors = [t["tensor"] for t in tensormaps]
+        self.waited = set()  # (cta, tid)
+        self.loads = []  # (tensor, whether the loading thread had waited)
+        self.triggers = []  # per launch_dependents: the loads issued before it
+
+    def claims(self, op, ops):
+        return op.startswith("griddepcontrol.") or super().claims(op, ops)
+
+    def __call__(self, op, ops, regs, special, symbols, mem, shared):
+        who = (special["%ctaid.x"], special["%tid.x"])
+        if op == "griddepcontrol.wait":
+            self.waited.add(who)
+            return True
+        if op == "griddepcontrol.launch_dependents":
+            assert who in self.waited  # the next kernel launches after this one waited
+            self.triggers.append(len(self.loads))
+            return True
+        if op.startswith("cp.async.bulk.tensor.") and ".global." in op and "shared" in op.split(".")[5]:
+            m = _TMA_LOAD.match(", ".join(ops))
+            self.loads.append((self.tensors[regs[m[2]] - _TMAP_BASE], who in self.waited))
+        return super().__call__(op, ops, regs, special, symbols, mem, shared)
+
+
+@pytest.mark.parametrize("k_tiles, stages, rows, trigger", [(5, 3, 64, 1), (2, 3, 64, 1), (4, 3, 32, 0), (5, 3, 64, 0)])
+def test_simulated_pdl_loads_only_weights_before_the_wait(k_tiles, stages, rows, trigger):
+    """PDL = 1: the producer loads B (and the zero boxes past it) for the
+    ring's first pass before ptx.griddepcontrol.wait, every A load after it,
+    and releases the next kernel after its wait (TRIGGER = 0) or its last
+    load (1); the consumers wait before their epilogue.  The result is the
+    GEMM's, every element of D written."""
+    m, n, k = 16, 2 * rows, k_tiles * 64
+    r = build("gemm_small_m", M=m, N=n, K=k, STAGES=stages, ROWS=rows, PDL=1, TRIGGER=trigger)
+    (kernel,) = r.meta["kernels"]
+    assert kernel["grid_dependency_wait"] is True
+    A, B, ref = operands(m, n, k)
+    D = np.full((m, n), np.nan, np.float16)
+    model = GridDependencyOrder(kernel["tensormaps"])
+    Kernel(r.ptx, kernel["name"], extension=model).run(
+        {"A": A, "B": B, "D": D}, grid=kernel["grid"], dynamic_smem=kernel["dynamic_smem"], max_steps=20_000_000
+    )
+    assert relative_error(D, ref) < 1e-3
+    ctas, pre = n // rows, min(stages, k_tiles)
+    boxes = 1 + (64 // rows - 1)  # B's own box and the zero boxes of a first fill
+    before = [t for t, waited in model.loads if not waited]
+    assert before == ["B"] * (ctas * pre * boxes)
+    assert sorted(t for t, waited in model.loads if waited) == sorted(["A"] * (ctas * k_tiles) + ["B"] * (ctas * (k_tiles - pre)))
+    # per CTA: the producer thread and the 128 consumer threads wait; one
+    # trigger, after the CTA's last load or after its prologue's B loads
+    # (the simulator runs one CTA after the other)
+    assert len(model.waited) == ctas * 129 and len(model.triggers) == ctas
+    per_cta = len(model.loads) // ctas
+    assert model.triggers == [c * per_cta + (per_cta if trigger else pre * boxes) for c in range(ctas)]
+
+
+def test_pdl_is_off_by_default():
+    plain = build("gemm_small_m", M=16, N=512, K=512)
+    assert "griddepcontrol" not in plain.ptx and "grid_dependency_wait" not in plain.meta["kernels"][0]
+    pdl = build("gemm_small_m", M=16, N=512, K=512, PDL=1)
+    assemble(pdl.ptx, "sm_90a")
+    assert pdl.ptx.count("griddepcontrol.wait;") == 2 and pdl.ptx.count("griddepcontrol.launch_dependents;") == 1
+    with pytest.raises(TilecError, match="PDL must be 0 or 1"):
+        build("gemm_small_m", M=16, N=512, K=512, PDL=2)
+    with pytest.raises(TilecError, match="TRIGGER must be 0 or 1"):
+        build("gemm_small_m", M=16, N=512, K=512, PDL=1, TRIGGER=2)
+
+
 def test_simulated_v7_with_128_wide_tiles():
     m, n, k = 128, 256, 192
     r = build("hgemm_v7", M=m, N=n, K=k, BLK_N=128, SM_COUNT=1)
@@ -149,3 +224,38 @@ def test_narrow_slabs_and_hint_on_the_gpu(m, rows, hint):
     D = np.full((m, n), np.nan, np.float16)
     kernel(A, B, D)
     assert relative_error(D, ref) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pdl", [None, False])
+@pytest.mark.parametrize("m, rows, trigger", [(16, 64, 1), (64, 32, 1), (16, 64, 0)])
+def test_chained_programmatic_gemms_on_the_gpu(m, rows, trigger, pdl):
+    """y1 = x W1^T, then y2 = y1 W2^T, back to back for 24 inputs x, PDL = 1
+    launched programmatically (pdl=None, the default) or plainly: each
+    y2 reads the y1 just written, and each y1 overwrites the buffer the y2
+    before it reads (one y1 buffer), so an overlap past the wait would show
+    in the NaN-poisoned outputs.  Against torch's f16 GEMMs of the same
+    chain."""
+    torch = pytest.importorskip("torch")
+    from tilec.runtime.module import CompiledModule
+
+    n1, n2, k = 2048, 1024, 1024
+    first = build("gemm_small_m", M=m, N=n1, K=k, ROWS=rows, PDL=1, TRIGGER=trigger)
+    second = build("gemm_small_m", M=m, N=n2, K=n1, ROWS=rows, PDL=1, TRIGGER=trigger)
+    g1 = CompiledModule(first.ptx, first.meta, "sm_90a").kernel()
+    g2 = CompiledModule(second.ptx, second.meta, "sm_90a").kernel()
+    gen = torch.Generator(device="cuda").manual_seed(m + rows)
+    w1 = torch.randn(n1, k, device="cuda", dtype=torch.float16, generator=gen) / 32
+    w2 = torch.randn(n2, n1, device="cuda", dtype=torch.float16, generator=gen) / 45
+    xs = [torch.randn(m, k, device="cuda", dtype=torch.float16, generator=gen) for _ in range(24)]
+    y1 = torch.full((m, n1), float("nan"), device="cuda", dtype=torch.float16)
+    y2 = [torch.full((m, n2), float("nan"), device="cuda", dtype=torch.float16) for _ in xs]
+    torch.cuda.synchronize()  # the weights, written by torch, are done before the first pre-wait load
+    for x, out in zip(xs, y2):
+        g1(x, w1, y1, pdl=pdl)
+        g2(y1, w2, out, pdl=pdl)
+    torch.cuda.synchronize()
+    for x, out in zip(xs, y2):
+        ref = (x @ w1.T) @ w2.T
+        assert not out.isnan().any()
+        assert float((out.float() - ref.float()).norm() / ref.float().norm()) < 1e-2
