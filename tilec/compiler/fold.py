@@ -32,8 +32,9 @@ from tilec.compiler.layout_ir import to_layout, to_lit
 
 def fold(node: ir.Node) -> ir.Node:
     """`node` with every constant expression folded and every constant `if`
-    resolved (a module, kernel, statement or expression)."""
-    return prune(visit.transform(node, _fold_node))
+    resolved (a module, kernel, statement or expression).  Folding is pure,
+    so a subtree that expansion placed at many uses is folded once."""
+    return prune(visit.transform(node, _fold_node, pure=True))
 
 
 def fold_expr(expr: ir.Expr) -> ir.Expr:

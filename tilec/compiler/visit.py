@@ -179,20 +179,45 @@ def _init_spec(cls) -> tuple:
     return getter, {name: i for i, name in enumerate(names)}
 
 
-def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node]) -> ir.Node:
+def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = False) -> ir.Node:
     """Post-order rewrite: children first, then `fn` on the rebuilt node.
 
     `fn` returns the node unchanged to keep it.  Spans are preserved (a
-    rebuilt node keeps its own)."""
+    rebuilt node keeps its own).
+
+    With `pure=True` (`fn`'s result depends on the node alone: no fresh
+    names, no outside state), each node object is rewritten once and its
+    result reused wherever the same object occurs again.  Substitution
+    shares subtrees: expand-inline puts one const's, meta's or argument's
+    expression object at every use, so an expanded kernel is a DAG
+    (hgemm_v7's: 11.5k node occurrences, 5k distinct objects), and a
+    rewrite of every occurrence repeats the same work.  Keying on `id` is
+    safe here: every node visited is reachable from `node`, alive until the
+    rewrite returns."""
 
     getters = _GETTERS
+    if pure:
+        done: dict = {}
 
-    def rewrite(n):
-        try:
-            leaf = getters[type(n)] is None
-        except KeyError:
-            leaf = _getter(type(n)) is None
-        return fn(n if leaf else map_children(n, rewrite))
+        def rewrite(n):
+            key = id(n)
+            out = done.get(key)
+            if out is None:
+                try:
+                    leaf = getters[type(n)] is None
+                except KeyError:
+                    leaf = _getter(type(n)) is None
+                out = done[key] = fn(n if leaf else map_children(n, rewrite))
+            return out
+
+    else:
+
+        def rewrite(n):
+            try:
+                leaf = getters[type(n)] is None
+            except KeyError:
+                leaf = _getter(type(n)) is None
+            return fn(n if leaf else map_children(n, rewrite))
 
     return rewrite(node)
 
