@@ -190,7 +190,7 @@ def _value(v, span) -> ir.Expr:
 
 
 def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
-    decls, taken = _declarations(k)
+    decls, taken, mentions = _declarations(k)
     if not decls:
         return k
     names = NameGen(taken)
@@ -198,30 +198,52 @@ def _lower_kernel(k: ir.Kernel) -> ir.Kernel:
     schedulers = {}
     for name, call in decls.items():
         schedulers[name] = _configure(name, call, names, dims)
-    return attrs.evolve(k, body=_Lowering(schedulers).block(k.body))
+    return attrs.evolve(k, body=_Lowering(schedulers, mentions).block(k.body))
 
 
-def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set]:
-    """The scheduler declarations by name, and the names the kernel takes
-    (its parameters, names and loop variables: what the scheduler's fresh
-    names avoid).  One walk finds the assignments, the calls and the names;
-    the assignments are checked first, then the calls, each in walk order,
-    so the first error reported is the same as two walks'."""
+def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set, dict]:
+    """The scheduler declarations by name, the names the kernel takes (its
+    parameters, names and loop variables: what the scheduler's fresh names
+    avoid), and for each statement (by id) the names its own expressions
+    mention (not those of its nested statements): the lowering rewrites only
+    the statements that name a scheduler, and finds them here rather than by
+    a second walk of every expression.  One pre-order walk finds the
+    assignments, the calls and the names; the assignments are checked first,
+    then the calls, each in walk order, so the first error reported is the
+    same as two walks'."""
     assigns, calls = [], []
     taken = {p.name for p in k.params}
-    Name, Call, Assign, For = ir.Name, ir.Call, ir.Assign, ir.For
-    for node in visit.walk(k):  # IR classes have no subclasses: one class look per node
-        cls = type(node)
-        if cls is Name:
-            taken.add(node.id)
-        elif cls is Call:
-            if node.func == CONSTRUCTOR:
-                calls.append(node)
-        elif cls is Assign:
-            if type(node.value) is Call and node.value.func == CONSTRUCTOR:
-                assigns.append(node)
+    mentions: dict = {}
+    Name, Call, Assign, For, Stmt = ir.Name, ir.Call, ir.Assign, ir.For, ir.Stmt
+
+    def scan(node, names: set) -> None:
+        for n in visit.walk(node):  # IR classes have no subclasses: one class look per node
+            cls = type(n)
+            if cls is Name:
+                names.add(n.id)
+            elif cls is Call:
+                if n.func == CONSTRUCTOR:
+                    calls.append(n)
+
+    def statement(s) -> None:
+        cls = type(s)
+        if cls is Assign:
+            if type(s.value) is Call and s.value.func == CONSTRUCTOR:
+                assigns.append(s)
         elif cls is For:
-            taken.add(node.var)
+            taken.add(s.var)
+        names = mentions[id(s)] = set()
+        for child in visit.children(s):
+            if isinstance(child, Stmt):
+                statement(child)
+            else:
+                scan(child, names)
+        taken.update(names)
+
+    for p in k.params:
+        scan(p, taken)
+    for s in k.body:
+        statement(s)
     found: Dict[str, ir.Call] = {}
     for node in assigns:
         if len(node.targets) != 1 or not isinstance(node.targets[0], ir.Name) or node.type is not None:
@@ -233,7 +255,7 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set]:
     for node in calls:
         if not any(node is c for c in found.values()):
             raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to a name", node.span)
-    return found, taken
+    return found, taken, mentions
 
 
 def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler:
@@ -283,8 +305,9 @@ def _of_runtime_extents(e, dims: set) -> bool:
 
 
 class _Lowering:
-    def __init__(self, schedulers: Dict[str, Scheduler]):
+    def __init__(self, schedulers: Dict[str, Scheduler], mentions: dict):
         self.schedulers = schedulers
+        self.mentions = mentions  # id(statement) -> the names its own expressions mention
 
     def block(self, stmts) -> tuple:
         out: List[ir.Stmt] = []
@@ -304,6 +327,8 @@ class _Lowering:
             value = getattr(s, field, None)
             if isinstance(value, tuple) and value:
                 changes[field] = self.block(value)
+        if self.mentions[id(s)].isdisjoint(self.schedulers):
+            return [visit.evolve(s, **changes) if changes else s]
         return [visit.map_children(s, self._part, **changes)]
 
     def _part(self, node: ir.Node) -> ir.Node:
