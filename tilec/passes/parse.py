@@ -16,6 +16,7 @@ holds consts and helpers only: no target line, no kernel.
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import attrs
@@ -80,7 +81,7 @@ def _gather(module: ir.Module, filename: str, chain: tuple, done: set, consts: l
                 notes=_included_from(chain),
             ) from None
         try:
-            included = parse(text, path)
+            included = _parse_included(text, path)
         except TilecError as err:
             raise _noted(err, chain + (line,)) from None
         if included.target is not None:
@@ -99,6 +100,18 @@ def _gather(module: ir.Module, filename: str, chain: tuple, done: set, consts: l
         _gather(included, path, chain + (line,), done, consts, helpers)
     consts.extend(module.consts)
     helpers.extend(module.helpers)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_included(text: str, path: str) -> ir.Module:
+    """`parse(text, path)`, kept per process: every kernel that includes a
+    library file (`gemm_epilogue.tile`) parses it again, and a process
+    compiling many kernels or variants (the tests, autotuning, a runtime
+    compiling on first launch) would parse the same text each time.  Keyed
+    on the text as read, so an edited file parses afresh; the IR is
+    immutable, so one tree can serve every compile.  A syntax error is not
+    kept: it is raised again at each parse."""
+    return parse(text, path)
 
 
 def _noted(err: TilecError, chain: tuple) -> TilecError:
