@@ -1,7 +1,7 @@
 """The fast launch path: a kernel's last validated launch, replayed.
 
 A `Kernel` (launch.py) is a launcher: calling it, ``kernel(*args,
-grid=None, stream=None)``, is the launcher's call.  The launcher remembers
+grid=None, stream=None, pdl=None)``, is the launcher's call.  The launcher remembers
 the signatures of the last few (4) launches the slow path validated -- per
 buffer argument the tensor's data pointer, shape, strides and dtype --
 each with the packed parameter bytes that went with it (buffer pointers,
@@ -11,7 +11,7 @@ scalar parameters into that signature's preallocated buffer, picks the
 stream and calls cuLaunchKernelEx; with the compiled launcher that is one
 C call from the caller to the driver.  Anything it cannot prove identical
 is a miss (status -1), nothing launched, and the call goes on to the
-kernel's ``_miss(args, grid, stream, status)``: the slow path, which
+kernel's ``_miss(args, grid, stream, pdl, status)``: the slow path, which
 checks, encodes and commits the new signature in place of the least
 recently used one (so code that rotates among a few sets of tensors stays
 on the fast path), then launches it with ``_replay``.
@@ -103,7 +103,7 @@ class _Entry:
 class PyLauncher:
     """The pure-Python launcher; see the module docstring.  Same interface
     and behaviour as the compiled one, as the base of a kernel class that
-    defines ``_miss``: ``kernel(*args, grid=None, stream=None)``;
+    defines ``_miss``: ``kernel(*args, grid=None, stream=None, pdl=None)``;
     ``_configure(function, launch, block, cluster, shared_bytes,
     slot_sizes, specs, programmatic)`` once, then ``_commit(args, blobs,
     grid, tensor_type, stream_fn)`` and ``_replay(args, grid, stream, pdl)``
