@@ -61,7 +61,10 @@ def test_no_stream_means_torchs_current_stream(hopper):
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        torch.cuda._sleep(50_000_000)  # the kernel queues behind this on `side`
+        # The kernel queues behind this on `side`.  ~0.25 s of GPU time: the
+        # assertion below needs the host to reach it first, and 50M cycles
+        # (~25 ms) were once outrun on a loaded host.
+        torch.cuda._sleep(500_000_000)
         kernel(x, y, out)
         kernel(x, y, out)
         done = torch.cuda.Event()
