@@ -1,13 +1,15 @@
 """Division by uniform divisors (issue 15): `x // d` and `x % d` where d is
 arithmetic on runtime extents and sm_count() become a multiply-high by
-magic numbers the launch computes (tilec/runtime/dims.py `magic`,
-tilec/compiler/runtime_dims.py `uniform_divisors`).
+magic numbers the launch computes (tilec/compiler/runtime_dims.py `magic`
+and `uniform_divisors`); a positive constant divisor, by the same numbers
+as immediates (issue 17: ptxas divides by an immediate with a float
+reciprocal).
 
 The magic numbers are checked against Python's `//`: by the critical-point
 argument of `magic`'s docstring (one numerator per divisor decides every
 numerator below 2**31) for every divisor up to 2**16, around every power
 of two and below 2**31, and at random; and directly, on the 32-bit
-instruction sequence the emitter writes, with signed numerators.  The
+instruction sequences the emitter writes, with signed and unsigned numerators.  The
 interval analysis that decides which divisors qualify is checked against
 evaluation on random extents; the emitted PTX runs on the PTX simulator."""
 import re
@@ -18,7 +20,8 @@ from hypothesis import given, settings, strategies as st
 
 from ptx_sim import Kernel as Sim
 from tilec.compiler import ir
-from tilec.compiler.runtime_dims import I32_MAX, bound_facts, bounds, uniform_divisors
+from emit_util import build, run
+from tilec.compiler.runtime_dims import I32_MAX, bound_facts, bounds, magic, uniform_divisors
 from tilec.compiler.symbols import analyze_kernel
 from tilec.compiler.targets import TARGETS
 from tilec.pipeline import compile_source
@@ -70,7 +73,7 @@ def test_magic_numbers_divide_every_numerator_below_2_31():
     assert ok.all(), d[~ok][:10]
     for v in (1, 2, 3, 7, 641, 1 << 20, (1 << 30) + 1, I32_MAX):  # the vectorised formula is magic()'s
         mul, shift = _magic_arrays(np.array([v]))
-        assert runtime_dims.magic(v) == (int(mul[0]), int(shift[0]))
+        assert magic(v) == (int(mul[0]), int(shift[0]))
 
 
 def test_the_critical_point_argument_holds_where_it_can_be_checked_exhaustively():
@@ -78,7 +81,7 @@ def test_the_critical_point_argument_holds_where_it_can_be_checked_exhaustively(
     at the bottom) agrees too, so the one-point check is not a weaker test."""
     u = np.concatenate([np.arange(0, 1 << 16), np.arange(2**31 - (1 << 16), 2**31)]).astype(np.uint64)
     for d in list(range(1, 200)) + [641, 65535, 65537, 1 << 20, I32_MAX]:
-        mul, shift = runtime_dims.magic(d)
+        mul, shift = magic(d)
         q = (((u * np.uint64(mul)) >> np.uint64(32)) + u) >> np.uint64(shift)
         assert (q == u // np.uint64(d)).all(), d
 
@@ -86,7 +89,7 @@ def test_the_critical_point_argument_holds_where_it_can_be_checked_exhaustively(
 def _emitted(n: int, d: int) -> tuple[int, int]:
     """The emitter's instruction sequence (Expressions.uniform_divmod) in
     32-bit arithmetic: (n // d, n % d) for an i32 n."""
-    mul, shift = runtime_dims.magic(d)
+    mul, shift = magic(d)
     bits = n & 0xFFFFFFFF
     sign = 0xFFFFFFFF if n < 0 else 0  # shr.s32 n, 31
     u = bits ^ sign  # xor.b32
@@ -112,10 +115,81 @@ def test_the_signed_sequence_at_the_edges():
                 assert _emitted(n, d) == (n // d, n % d), (n, d)
 
 
+def _emitted_unsigned(n: int, d: int) -> tuple[int, int]:
+    """The emitter's sequence for a u32 n and a constant d
+    (Expressions.magic_divmod): (n // d, n % d) in 32-bit arithmetic."""
+    mul, shift = magic(d)
+    hi = (n * mul) >> 32  # mul.hi.u32
+    half = ((n - hi) & 0xFFFFFFFF) >> 1  # sub.u32, shr.u32 1
+    s = (hi + half) & 0xFFFFFFFF  # add.u32
+    assert s == hi + half
+    q = s >> (shift - 1)  # shr.u32
+    return q, (n - q * d) & 0xFFFFFFFF  # mul.lo.u32, sub.u32
+
+
+@settings(max_examples=3000)
+@given(st.integers(0, 2**32 - 1), st.one_of(st.integers(2, 300), st.integers(2, I32_MAX)))
+def test_the_unsigned_sequence_divides_every_u32(n, d):
+    assert _emitted_unsigned(n, d) == (n // d, n % d)
+
+
+def test_the_unsigned_sequence_at_the_edges():
+    for d in (2, 3, 5, 7, 12, 13, 132, 641, 1000, 2**30 + 1, I32_MAX):
+        top = (2**32 // d) * d
+        for n in (0, 1, d - 1, d, d + 1, 2**31 - 1, 2**31, 2**32 - 1, 2**32 - d, top - 1, top % 2**32):
+            assert _emitted_unsigned(n % 2**32, d) == (n % 2**32 // d, n % 2**32 % d), (n, d)
+
+
+CONSTANT_DIVISORS = (3, 5, 7, 12, 13, 132, 641, 1000, 2**30 + 1, I32_MAX)
+_ND = len(CONSTANT_DIVISORS)
+CONSTS = f"""
+kernel consts(X: i32[32], Y: u32[32], Q: i32[32, {_ND + 1}], R: i32[32, {_ND + 1}],
+              UQ: u32[32, {_ND}], UR: u32[32, {_ND}]):
+    cta_id([1])
+    t = thread_id([32])
+    x = X[t]
+    y = Y[t]
+""" + "".join(
+    f"    Q[t, {i}] = x // {d}\n    R[t, {i}] = x % {d}\n    UQ[t, {i}] = y // {d}\n    UR[t, {i}] = y % {d}\n"
+    for i, d in enumerate(CONSTANT_DIVISORS)
+) + f"    Q[t, {_ND}] = x // -3\n    R[t, {_ND}] = x % -3\n"
+
+_DIV_OR_REM = r"(?:div|rem)\.[su]32 %r\d+, %r\d+, (-?\d+);"
+
+
+def test_constant_divisors_are_a_multiply_high_by_immediates():
+    """`x // 12` and `x % 12` are a multiply-high by magic(12)'s multiplier
+    as an immediate, for i32 and u32: no div or rem, which ptxas would
+    turn into a float-reciprocal division (I2F, MUFU.RCP, F2I) at every
+    use.  A negative divisor keeps the corrected div.s32 and rem.s32."""
+    ptx, _ = build(CONSTS)
+    for d in CONSTANT_DIVISORS:
+        assert re.search(rf"mul\.hi\.u32 %r\d+, %r\d+, {magic(d)[0]};", ptx), d
+    assert re.findall(_DIV_OR_REM, ptx) == ["-3"] * 3  # `//`: a div and the rem that corrects it; `%`: a rem
+
+
+def test_constant_divisions_run_on_the_simulator():
+    """Signed numerators over the whole i32 range (floor semantics for the
+    negative ones) and unsigned ones over the whole u32 range."""
+    rng = np.random.default_rng(17)
+    x = rng.integers(-(2**31), 2**31, 32, dtype=np.int64)
+    x[:8] = [-(2**31), 2**31 - 1, -1, 0, 1, -12, -13, 2**31 - 2]
+    y = rng.integers(0, 2**32, 32, dtype=np.int64)
+    y[:6] = [0, 2**32 - 1, 2**31, 2**31 - 1, 2**32 - 2, 12 * 13]
+    out = {k: np.zeros((32, _ND + 1), np.int32) for k in ("Q", "R")}
+    out.update({k: np.zeros((32, _ND), np.uint32) for k in ("UQ", "UR")})
+    run(CONSTS, {"X": x.astype(np.int32), "Y": y.astype(np.uint32), **out})
+    ds = CONSTANT_DIVISORS + (-3,)
+    assert out["Q"].tolist() == [[int(v) // d for d in ds] for v in x]
+    assert out["R"].tolist() == [[int(v) % d for d in ds] for v in x]
+    assert out["UQ"].tolist() == [[int(v) // d for d in CONSTANT_DIVISORS] for v in y]
+    assert out["UR"].tolist() == [[int(v) % d for d in CONSTANT_DIVISORS] for v in y]
+
+
 def test_the_evaluator_ops():
     env = {"N": 1000}
     d = ["*", 8, ["//", ["+", "N", 255], 256]]  # 32
-    assert runtime_dims.evaluate(["magic_mul", d], env) == runtime_dims.magic(32)[0]
+    assert runtime_dims.evaluate(["magic_mul", d], env) == magic(32)[0]
     assert runtime_dims.evaluate(["magic_shift", d], env) == 5
     for bad in ({"N": -300}, {"N": 2**31 * 32}):
         with pytest.raises(runtime_dims.DimError, match="outside"):
@@ -123,7 +197,7 @@ def test_the_evaluator_ops():
     with pytest.raises(runtime_dims.DimError, match="not an expression"):
         runtime_dims.evaluate(["magic_mul", d, 1], env)
     with pytest.raises(ValueError):
-        runtime_dims.magic(0)
+        magic(0)
 
 
 # ---- which divisors qualify: the interval analysis ---------------------------
@@ -265,8 +339,8 @@ def test_the_launch_computes_the_magic_numbers():
     x = np.zeros(40, np.int32)
     bound = check_args(entry["params"], [x] * 5, assumes=entry["assumes"], sm_count=132)
     assert bound["__sm_count"].value == 132
-    assert (bound["__div0_mul"].value, bound["__div0_shift"].value) == runtime_dims.magic(38)
-    assert bound["__div0_mul"].data == runtime_dims.magic(38)[0].to_bytes(4, "little")
+    assert (bound["__div0_mul"].value, bound["__div0_shift"].value) == magic(38)
+    assert bound["__div0_mul"].data == magic(38)[0].to_bytes(4, "little")
     tampered = [dict(p, value=["magic_mul", ["-", "n", 40]]) if p["name"] == "__div0_mul" else p
                 for p in entry["params"]]
     with pytest.raises(LaunchError, match=r"hidden parameter cannot be computed: the divisor \(n - 40\) is 0"):

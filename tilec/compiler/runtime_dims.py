@@ -23,9 +23,11 @@ arithmetic on runtime extents and `sm_count()`, such as a scheduler's
 twenty instructions on the GPU, each time it runs.  When the divisor is
 provably in [1, 2**31 - 1] (`bounds`, from the extents' ranges and the
 assumptions), the kernel instead takes two hidden parameters per divisor,
-a multiplier and a shift computed at launch (`tilec/runtime/dims.py`,
-`magic`), and divides with a multiply-high, an add and a shift
-(`uniform_divisors`).
+a multiplier and a shift computed at launch (`magic`, which
+`tilec/runtime/dims.py` evaluates), and divides with a multiply-high, an
+add and a shift (`uniform_divisors`).  A constant divisor gets the same
+numbers as immediates (the emitter): ptxas would divide by it with a float
+reciprocal.
 """
 from __future__ import annotations
 
@@ -234,6 +236,33 @@ def substitute(e: ir.Expr, env: Dict[str, int]) -> ir.Expr:
 # --------------------------------------------------------------------------
 # Uniform divisors: division by launch-time values without div.s32
 # --------------------------------------------------------------------------
+
+
+def magic(d: int) -> Tuple[int, int]:
+    """The multiplier and shift that divide by `d` (1 <= d <= 2**31 - 1)
+    without a division instruction: for every 0 <= u < 2**31,
+
+        u // d == (umulhi(u, mul) + u) >> shift
+
+    in 32-bit unsigned arithmetic (umulhi: the high 32 bits of the 64-bit
+    product; the sum stays below 2**32 because umulhi(u, mul) <= u).  With
+    shift = ceil(log2(d)) and mul = floor(2**32 * (2**shift - d) / d) + 1,
+    the multiplier 2**32 + mul is 2**(32 + shift) / d rounded up, and the
+    rounding error times u stays below 1/d for u < 2**31 (Granlund and
+    Montgomery, "Division by invariant integers using multiplication",
+    1994, section 4; tests/test_magic_division.py checks it).  A signed
+    numerator n is divided as u = n ^ (n >> 31) (n or ~n, below 2**31) and
+    the quotient xor-ed back, which is the floor: ~(~n // d) == n // d.
+    The same numbers divide every u < 2**32 (their figure 4.1, for shift
+    >= 1) as (t + ((u - t) >> 1)) >> (shift - 1) with t = umulhi(u, mul),
+    which never leaves 32 bits.  The launch computes them for uniform
+    divisors; the emitter for constant ones, which ptxas itself would
+    divide with a float reciprocal (I2F, MUFU.RCP, F2I) at every use."""
+    if not 1 <= d <= I32_MAX:
+        raise ValueError(f"a magic divisor is in [1, {I32_MAX}], not {d}")
+    shift = (d - 1).bit_length()
+    mul = (1 << 32) * ((1 << shift) - d) // d + 1
+    return mul, shift
 
 
 @records.frozen

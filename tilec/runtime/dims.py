@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 
-from tilec.compiler.runtime_dims import I32_MAX, MAGIC_MUL, MAGIC_SHIFT, MAX_ELEMENTS
+from tilec.compiler.runtime_dims import I32_MAX, MAGIC_MUL, MAGIC_SHIFT, MAX_ELEMENTS, magic
 
 _BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul,
@@ -68,28 +68,6 @@ def evaluate(tree, env: dict) -> int:
     if op in ("//", "%") and b == 0:
         raise DimError(f"{show(tree)} divides by zero")
     return int(fn(a, b))
-
-
-def magic(d: int) -> tuple[int, int]:
-    """The multiplier and shift that divide by `d` (1 <= d <= 2**31 - 1)
-    without a division instruction: for every 0 <= u < 2**31,
-
-        u // d == (umulhi(u, mul) + u) >> shift
-
-    in 32-bit unsigned arithmetic (umulhi: the high 32 bits of the 64-bit
-    product; the sum stays below 2**32 because umulhi(u, mul) <= u).  With
-    shift = ceil(log2(d)) and mul = floor(2**32 * (2**shift - d) / d) + 1,
-    the multiplier 2**32 + mul is 2**(32 + shift) / d rounded up, and the
-    rounding error times u stays below 1/d for u < 2**31 (Granlund and
-    Montgomery, "Division by invariant integers using multiplication",
-    1994, section 4; tests/test_magic_division.py checks it).  A signed
-    numerator n is divided as u = n ^ (n >> 31) (n or ~n, below 2**31) and
-    the quotient xor-ed back, which is the floor: ~(~n // d) == n // d."""
-    if not 1 <= d <= MAX_DIM:
-        raise ValueError(f"a magic divisor is in [1, {MAX_DIM}], not {d}")
-    shift = (d - 1).bit_length()
-    mul = (1 << 32) * ((1 << shift) - d) // d + 1
-    return mul, shift
 
 
 def show(tree) -> str:

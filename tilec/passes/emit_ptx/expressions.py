@@ -4,9 +4,10 @@ Types come from `KernelSymbols.type_of`, so the emitter and the verifier
 agree on what `a + 1` is.  Arithmetic folds when both operands are
 immediates, which is what keeps address arithmetic on constant indices free.
 Integer `//` and `%` have Python's floor semantics (shifts and masks for
-powers of two, a multiply-high by launch-time magic numbers for an i32
-divided by a uniform divisor (`runtime_dims.uniform_divisors`), a corrected
-div/rem otherwise).  f16/bf16 arithmetic is done
+powers of two, a multiply-high by magic numbers for an i32 or u32 divided by
+a positive constant and for an i32 divided by a uniform divisor
+(`runtime_dims.uniform_divisors`: launch-time numbers), a corrected div/rem
+otherwise).  f16/bf16 arithmetic is done
 in f32 and rounded back once, which gives the correctly rounded result for
 + - * / and needs no sm_90-only bf16 instructions.  Float + - * use `.rn`
 so ptxas cannot contract them into an fma and change results.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import struct
 from typing import Optional
 
-from tilec.compiler.runtime_dims import SM_COUNT, SM_COUNT_PARAM, UniformDivisor, divisor_key
+from tilec.compiler.runtime_dims import I32_MAX, SM_COUNT, SM_COUNT_PARAM, UniformDivisor, divisor_key, magic
 from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
@@ -243,6 +244,8 @@ class Expressions:
             return self._binop(f"shr.{pt}", a, self.imm(_pow2(bv), "u32"), t)
         if op == "%" and _pow2(bv) is not None:
             return self._binop(f"and.{bt}", a, self.imm(bv - 1, t), t)
+        if op in ("//", "%") and t in ("i32", "u32") and bv is not None and 3 <= bv <= I32_MAX:
+            return self.constant_divmod(op, a, bv, t)
         if op in _INT_OPS:
             name = _INT_OPS[op]
             suffix = bt if name in ("and", "or", "xor") else pt
@@ -257,13 +260,29 @@ class Expressions:
 
     def uniform_divmod(self, op: str, a: Operand, divisor: ir.Expr, div: UniformDivisor) -> Operand:
         """Python's `a // d` or `a % d` for an i32 `a` and a divisor `d` the
-        launch knows to be in [1, 2**31 - 1]: with u = a ^ (a >> 31) (a, or
-        ~a when negative: below 2**31 either way), u // d is
-        (umulhi(u, mul) + u) >> shift for the launch's magic numbers
-        (tilec/runtime/dims.py, `magic`), and xor-ing the sign back gives
-        the floor.  The remainder is a - q * d (d evaluated only for it)."""
+        launch knows to be in [1, 2**31 - 1], by the magic numbers the
+        launch passes (`magic_divmod`; d is evaluated only for `%`)."""
         mul = self.binding(ir.Name(div.mul_param))
         shift = self.binding(ir.Name(div.shift_param))
+        return self.magic_divmod(op, a, mul, shift, lambda: self.value(divisor, "i32"), "i32")
+
+    def magic_divmod(self, op: str, a: Operand, mul: Operand, shift: Operand, d, t: str) -> Operand:
+        """Python's `a // d` or `a % d` for an i32 or u32 `a` and a divisor
+        in [1, 2**31 - 1] with magic numbers `mul` and `shift`
+        (`runtime_dims.magic`); `d()` gives the divisor, asked for only by
+        `%` (r = a - q * d).  An i32: with u = a ^ (a >> 31) (a, or ~a when
+        negative: below 2**31 either way), u // d is (umulhi(u, mul) + u) >>
+        shift, and xor-ing the sign back gives the floor.  A u32 may reach
+        2**32 - 1: (t + ((u - t) >> 1)) >> (shift - 1) with t = umulhi(u,
+        mul), for a shift of at least 1 (a divisor of at least 2)."""
+        if t == "u32":
+            hi = self._binop("mul.hi.u32", a, mul, t)
+            half = self._binop("shr.u32", self._binop("sub.u32", a, hi, t), self.imm(1, "u32"), t)
+            shift = self.imm(_imm_value(shift) - 1, "u32")
+            q = self._binop("shr.u32", self._binop("add.u32", hi, half, t), shift, t)
+            if op == "//":
+                return q
+            return self._binop("sub.u32", a, self._binop("mul.lo.u32", q, d(), t), t)
         if a.is_reg:
             sign = self._binop("shr.s32", a, self.imm(31, "u32"), "i32")
             u = self.reinterpret(self._binop("xor.b32", a, sign, "i32"), "u32")
@@ -277,8 +296,16 @@ class Expressions:
             q = self._binop("xor.b32", q, sign, "i32")
         if op == "//":
             return q
-        d = self.value(divisor, "i32")
-        return self._binop("sub.s32", a, self._binop("mul.lo.s32", q, d, "i32"), "i32")
+        return self._binop("sub.s32", a, self._binop("mul.lo.s32", q, d(), "i32"), "i32")
+
+    def constant_divmod(self, op: str, a: Operand, d: int, t: str) -> Operand:
+        """Python's `a // d` or `a % d` for a constant divisor d in [3, 2**31
+        - 1], not a power of two: a multiply-high by immediate magic
+        numbers.  ptxas does not do this itself: it divides by an
+        immediate as by a register, with a float reciprocal (I2F, MUFU.RCP,
+        F2I) and some fifteen more instructions, at every use."""
+        mul, shift = magic(d)
+        return self.magic_divmod(op, a, self.imm(mul, "u32"), self.imm(shift, "u32"), lambda: self.imm(d, t), t)
 
     def floor_divmod(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
         """Python's `//` or `%`: PTX div/rem truncate, so a signed result is
