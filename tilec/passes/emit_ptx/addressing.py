@@ -81,8 +81,8 @@ class Addressing:
     `regs`, `syms`, and the tables `bases` (buffer name -> base address
     operand), `reg_arrays` (storage root -> list of registers) and
     `packed_arrays` (storage root -> its b32 words), and keeps
-    its per-buffer caches in `grouped` and `const_slots` (layouts are
-    `Buffer.tile_layout`, cached on the buffer)."""
+    its per-buffer caches in `grouped`, `const_slots` and `register_refs`
+    (layouts are `Buffer.tile_layout`, cached on the buffer)."""
 
     # ---- layouts --------------------------------------------------------
 
@@ -266,6 +266,23 @@ class Addressing:
         return slot
 
     def element_ref(self, e: ir.Index) -> Ref:
+        """Where element `e` lives.  A register-array element at constant
+        indices is the same register wherever it is named, so its `Ref` is
+        kept (`register_refs`, by buffer name and indices) until a register
+        array is declared again: a lowered GEMM names each accumulator
+        register in every instruction."""
+        key = None
+        if type(e.base) is ir.Name and all(type(i) is ir.Int for i in e.indices):
+            key = (e.base.id, tuple(i.value for i in e.indices))
+            ref = self.register_refs.get(key)
+            if ref is not None:
+                return ref
+        ref = self._element_ref(e)
+        if key is not None and (ref.reg is not None or ref.word is not None):
+            self.register_refs[key] = ref
+        return ref
+
+    def _element_ref(self, e: ir.Index) -> Ref:
         buf = self.syms.buffer_of(e)
         check_element(buf, e)
         if buf.scope == "local":

@@ -124,6 +124,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.reg_arrays: Dict[str, List[Operand]] = {}
         self.grouped = {}
         self.const_slots = {}
+        self.register_refs = {}  # (buffer name, constant indices) -> Ref of a register-array element
         self.int_immediates: Dict[tuple, Operand] = {}  # (int, type) -> its immediate (`imm`)
         self.decls: List[str] = []
         self.uses_dyn = False
@@ -476,6 +477,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
                 self.line(f"mov.u32 {base}, {name};")
                 self.bases[buf.name] = base
             else:
+                self.register_refs.clear()  # a root declared again (an unrolled body) gets new registers
                 t = value_type_of_dtype(buf.dtype)
                 if t not in VALUE_TYPES:
                     raise TilecError(
