@@ -1,6 +1,8 @@
 """Memoizing what dispatch asks of one kernel for every call in it."""
 from __future__ import annotations
 
+from tilec.compiler import ir, visit
+
 
 def last_kernel(fn):
     """Memoize `fn(obj)` for the last `obj` it saw: dispatch asks the same
@@ -23,3 +25,20 @@ def kernel_table():
     recompute.  Entries keyed by an object's id keep the object too, so
     that the id is not reused while the entry lives."""
     return last_kernel(lambda syms: {})
+
+
+@last_kernel
+def statements(kernel: ir.Kernel) -> tuple:
+    """Every statement of `kernel`, in `visit.walk`'s (pre-)order, found
+    without entering an expression (no statement is inside one): the
+    questions dispatch asks of a kernel's assignments and loops would
+    otherwise walk every node of it, several times per compile."""
+    out = []
+    stack = list(reversed(kernel.body))
+    while stack:
+        s = stack.pop()
+        out.append(s)
+        inner = [c for c in visit.children(s) if isinstance(c, ir.Stmt)]
+        inner.reverse()
+        stack += inner
+    return tuple(out)

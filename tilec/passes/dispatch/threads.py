@@ -15,7 +15,7 @@ from tilec.compiler.builtins import LAUNCH_AXES
 from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import KernelSymbols
 from tilec.passes.dispatch.build import add, floordiv, mod, mul
-from tilec.passes.dispatch.per_kernel import last_kernel
+from tilec.passes.dispatch.per_kernel import last_kernel, statements
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 
 
@@ -127,7 +127,7 @@ def _id_strides(syms: KernelSymbols) -> Dict[str, int]:
         for i in syms.launch.ids
         if LAUNCH_AXES[i.builtin].stride is not None
     }
-    assigns = [n for n in visit.walk(syms.kernel) if isinstance(n, (ir.Assign, ir.AugAssign))]
+    assigns = [n for n in statements(syms.kernel) if isinstance(n, (ir.Assign, ir.AugAssign))]
     changed = True
     while changed:
         changed = False
@@ -145,9 +145,13 @@ def _id_strides(syms: KernelSymbols) -> Dict[str, int]:
 
 
 def expr_stride(e: ir.Expr, strides: Dict[str, int]) -> Optional[int]:
-    found = [strides[n.id] for n in visit.walk(e) if isinstance(n, ir.Name) and n.id in strides]
-    if any(isinstance(n, ir.Call) and n.func == "ptx.elect_sync" for n in visit.walk(e)):
-        found.append(1)
+    found = []
+    for n in visit.walk(e):
+        if isinstance(n, ir.Name):
+            if n.id in strides:
+                found.append(strides[n.id])
+        elif isinstance(n, ir.Call) and n.func == "ptx.elect_sync":
+            found.append(1)
     return min(found) if found else None
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from math import gcd, prod
 from typing import Dict, Optional, Sequence
 
-from tilec.compiler import ir, visit
+from tilec.compiler import ir
 from tilec.compiler.divisors import known_divisor
 from tilec.compiler.layout import fuse_contiguous
 from tilec.compiler.layout_shape import group
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.build import add, floordiv, mod, mul
-from tilec.passes.dispatch.per_kernel import last_kernel
+from tilec.passes.dispatch.per_kernel import last_kernel, statements
 from tilec.passes.dispatch.registry import DispatchContext
 
 
@@ -21,7 +21,7 @@ from tilec.passes.dispatch.registry import DispatchContext
 def _assignments(kernel: ir.Kernel) -> Dict[str, list]:
     """name -> [(expression, loop step or None)]: every value bound to it."""
     sources: Dict[str, list] = {}
-    for node in visit.walk(kernel):
+    for node in statements(kernel):
         if isinstance(node, ir.Assign) and node.type is None:
             values = node.value.items if isinstance(node.value, ir.TupleExpr) and len(node.targets) > 1 else (node.value,)
             for t, v in zip(node.targets, values):
