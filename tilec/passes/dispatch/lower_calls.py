@@ -99,6 +99,8 @@ def _locate(node: ir.Node, span, located: dict) -> ir.Node:
         return node
 
     def fn(n):
+        if n.span is not None and type(n) in _LEAVES:
+            return n  # nothing below it to place
         done = located.get(id(n))
         if done is not None:
             return done[1]
@@ -107,3 +109,9 @@ def _locate(node: ir.Node, span, located: dict) -> ir.Node:
         return new
 
     return fn(node)
+
+
+_LEAVES = frozenset({ir.Int, ir.Name})
+"""Node classes with no child nodes, the bulk of what a lowering builds
+(register indices, buffer names): `_locate` keeps one that is located
+without the memo and the generic rebuild."""
