@@ -14,6 +14,8 @@ from __future__ import annotations
 import itertools
 from typing import Dict, Optional, Sequence
 
+import attrs
+
 
 from tilec.compiler import records
 from tilec.compiler import ir
@@ -59,7 +61,13 @@ class Storage:
     `scope` the scope whose threads share the buffer ("thread" when the
     layout names no thread axis); `copies` the replica iterators on thread
     axes (`storage(..., replicated=True)`): threads that differ only in
-    those digits hold the same elements."""
+    those digits hold the same elements.
+
+    `answers` keeps what has been worked out from the storage (`slot_of`,
+    `_held_slots`, `register_pairs`' thread check, the wgmma fragment
+    check): a kernel has one
+    `Storage` per buffer (`storage`), asked again by every call naming the
+    buffer."""
 
     buffer: Buffer
     slots: tuple
@@ -67,10 +75,18 @@ class Storage:
     used: tuple  # (axis, positions) pairs
     scope: str
     copies: tuple = ()  # of Term (dim -1)
+    answers: dict = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
     def size(self) -> int:
         return len(self.slots)
+
+    def slot_of(self) -> dict:
+        """Coordinate (in thread 0) -> the storage slot holding it."""
+        found = self.answers.get("slot_of")
+        if found is None:
+            found = self.answers["slot_of"] = {c: s for s, c in enumerate(self.slots) if c is not None}
+        return found
 
     def thread_offset(self, positions: Dict[str, int]) -> tuple:
         """The coordinate shift of the thread at `positions` (Python ints)."""
@@ -282,13 +298,22 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
     ]
 
 
-def _held_slots(reg: Region, st: Storage) -> list:
+def _held_slots(reg: Region, st: Storage) -> tuple:
     """`held_elements` as (slot, coord, base) triples, without the index
     expressions (which `register_pairs`, naming thread-0 registers, never
-    reads: building them was most of its time)."""
+    reads: building them was most of its time); kept with `st` per region
+    bounds (a `Decline` is not kept)."""
     starts = reg.const_starts()
     if starts is None:
         raise Decline(f"the region of register buffer '{reg.name}' must have compile-time bounds")
+    key = ("held", starts, reg.extents, reg.dims)
+    found = st.answers.get(key)
+    if found is None:
+        found = st.answers[key] = _find_held_slots(reg, st, starts)
+    return found
+
+
+def _find_held_slots(reg: Region, st: Storage, starts: tuple) -> tuple:
     reach = [0] * len(reg.extents)
     for t in st.terms:
         reach[t.dim] += (t.extent - 1) * t.inner
@@ -306,7 +331,7 @@ def _held_slots(reg: Region, st: Storage) -> list:
                 "between threads; copy whole fragments"
             )
         out.append((s, c, tuple(c[d] - starts[d] for d in reg.dims)))
-    return out
+    return tuple(out)
 
 
 def follows(follower: Storage, leader: Storage, project) -> bool:
@@ -336,14 +361,18 @@ def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
     dstarts = dst.const_starts()
     if dstarts is None:
         raise Decline(f"the region of register buffer '{dst.name}' must have compile-time bounds")
-    if sd.used != ss.used or any(
-        _moved(ss.thread_offset(p), src, dst) != sd.thread_offset(p) for p in ss.axis_steps()
-    ):
+    key = ("moves like", id(sd), src.dims, dst.dims)
+    found = ss.answers.get(key)
+    if found is None:
+        found = ss.answers[key] = (sd, sd.used == ss.used and all(
+            _moved(ss.thread_offset(p), src, dst) == sd.thread_offset(p) for p in ss.axis_steps()
+        ))
+    if not found[1]:
         raise Decline(
             f"'{dst.name}' and '{src.name}' spread their elements over different threads; "
             "a register copy cannot move elements between threads"
         )
-    slot_of = {c: s for s, c in enumerate(sd.slots) if c is not None}
+    slot_of = sd.slot_of()
     pairs = []
     axis_exprs(ss, threads)  # `Decline` where the kernel declares no id that gives a position ss uses
     for _, coord, base in _held_slots(src, ss):

@@ -13,7 +13,6 @@ from tilec.compiler import ir
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
-from tilec.passes.dispatch.per_kernel import kernel_table
 from tilec.passes.dispatch.register_storage import Storage, register_element, storage
 from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
@@ -79,14 +78,14 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, spa
             f"layout (e.g. S[(4, 2, 8, N/8, 4, 2) : (32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]), "
             f"got {layout}"
         )
-    slot_of = {c: s for s, c in enumerate(st.slots) if c is not None}
+    slot_of = st.slot_of()
     # Thread t holds in each register thread 0's element moved by shift[t];
     # the hardware puts each value of thread t at thread 0's moved by
     # fragment_coord(t, 0) (no move in the leading dims).  So every value is
     # in place or none is, and the first thread that differs is the same for all.
     lead = tuple(starts[:-2])
     zero = (0,) * len(lead)
-    bad = _misplacing_thread(st, per, threads)
+    bad = _misplacing_thread(st, per)
     out = []
     for row0, col0 in tiles:
         elems = []
@@ -116,21 +115,16 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, spa
     return out
 
 
-def _misplacing_thread(st: Storage, per: int, threads: Threads) -> Optional[int]:
+def _misplacing_thread(st: Storage, per: int) -> Optional[int]:
     """The first thread of the warpgroup whose registers of `st` do not
     hold what the fragment puts there, or None: a property of the buffer's
     layout, asked by every wgmma and fragment copy naming the buffer, so
-    kept per kernel (`st` is the kernel's one `storage` of the buffer)."""
-    memo = _MISPLACING(threads.syms)
-    key = (id(st), per)
-    hit = memo.get(key)
-    if hit is None:
+    kept with the storage (`Storage.answers`)."""
+    key = ("misplacing", per)
+    if key not in st.answers:
         zero = (0,) * (len(st.buffer.shape) - 2)
-        bad = next((t for t in range(WARPGROUP)
-                    if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0, per)),
-                   None)
-        hit = memo[key] = (st, bad)
-    return hit[1]
-
-
-_MISPLACING = kernel_table()  # kernel symbols -> {(id(storage), per): (storage, thread or None)}
+        st.answers[key] = next(
+            (t for t in range(WARPGROUP)
+             if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0, per)),
+            None)
+    return st.answers[key]

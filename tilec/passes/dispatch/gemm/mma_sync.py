@@ -133,7 +133,7 @@ class _Operand:
                 f"{name} ('{r.name}') must be spread over the 32 lanes of a warp, one fragment per "
                 f"lane (its layout spreads it over a {self.st.scope})"
             )
-        self.slot_of = {c: s for s, c in enumerate(self.st.slots) if c is not None}
+        self.slot_of = self.st.slot_of()
 
     def coord(self, row: int, col: int) -> tuple:
         """The buffer coordinate of logical element (row, col)."""

@@ -172,7 +172,7 @@ def _register_elements(src: Region, dims: list, dst: Region, sd, held, starts, t
             f"'{dst.name}' without the elements of '{src.name}' they read (a register operand "
             "cannot move between threads)"
         )
-    slot_of = {c: s for s, c in enumerate(so.slots) if c is not None}
+    slot_of = so.slot_of()
     out = []
     for h in held:
         coord = tuple(s if i is None else s + h.coord[i] - starts[i] for s, i in zip(sstarts, dims))

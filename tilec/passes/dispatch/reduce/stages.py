@@ -138,7 +138,7 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
 
     if not follows(sd, ss, project):
         raise Decline(f"'{dst.name}' does not hold, in every thread, the results of the rows that thread reduces; {hint}")
-    slot_of = {c: s for s, c in enumerate(sd.slots) if c is not None}
+    slot_of = sd.slot_of()
     groups: dict = {}
     for h in held_elements(src, ss, axis_exprs(ss, threads)):
         key = tuple(b for b, d in zip(h.base, src.dims) if d not in axes)
