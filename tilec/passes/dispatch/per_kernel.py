@@ -1,4 +1,5 @@
-"""Memoizing what dispatch asks of one kernel for every call in it."""
+"""Memoizing what dispatch asks of one kernel for every call in it, and of
+one call in each of its candidate variants."""
 from __future__ import annotations
 
 from tilec.compiler import ir, visit
@@ -13,6 +14,22 @@ def last_kernel(fn):
         if last[0] is not obj:
             last[0], last[1] = obj, fn(obj)
         return last[1]
+
+    return memo
+
+
+def last_call(fn):
+    """Memoize `fn(op, ctx)` for the last call it saw (the same `TileOp`
+    and `DispatchContext` objects): each predicate of each candidate
+    variant of a call asks it, and then the lowering does.  An exception
+    is not kept (it is raised again at the next ask)."""
+    last = [None, None, None]
+
+    def memo(op, ctx):
+        if last[0] is not op or last[1] is not ctx:
+            result = fn(op, ctx)
+            last[0], last[1], last[2] = op, ctx, result
+        return last[2]
 
     return memo
 

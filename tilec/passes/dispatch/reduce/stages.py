@@ -38,6 +38,7 @@ from tilec.compiler.symbols import assignable, value_type_of_dtype
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.build import add, conj, floordiv, mod, mul
 from tilec.passes.dispatch.operands import SIGNATURES, bind, region, shape_text
+from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.register_storage import (
     Storage,
     axis_exprs,
@@ -115,9 +116,11 @@ def registers(op: TileOp, ctx: DispatchContext):
     return True
 
 
+@last_call
 def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
     """The reduction's rows and cross-thread stages; `Decline` when the
-    layouts do not fit together (see the module docstring)."""
+    layouts do not fit together (see the module docstring).  Planned once
+    per call (`last_call`), however many variants' predicates ask."""
     dst, src, values = operands(op, ctx)
     axes = values["axes"]
     threads = Threads(ctx.symbols)
