@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import attrs
 
-from tilec.compiler import ir, visit
+from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.visit import NameGen
@@ -184,30 +184,34 @@ class _Unroller:
 
 
 def _check_not_rebound(loop: ir.For) -> None:
-    for s in loop.body:
-        for n in visit.walk(s):
-            if isinstance(n, ir.For) and n.var == loop.var:
-                raise TilecError(f"inner loop reuses the unroll variable '{loop.var}'", n.span)
-            targets = ()
-            if isinstance(n, ir.Assign):
-                targets = n.targets
-            elif isinstance(n, ir.AugAssign):
-                targets = (n.target,)
-            for t in targets:
-                items = t.items if isinstance(t, ir.TupleExpr) else (t,)
-                for item in items:
-                    if isinstance(item, ir.Name) and item.id == loop.var:
-                        raise TilecError(f"cannot assign to the unroll variable '{loop.var}'", item.span)
+    for n in _each_statement(loop.body):  # only statements bind names
+        if isinstance(n, ir.For) and n.var == loop.var:
+            raise TilecError(f"inner loop reuses the unroll variable '{loop.var}'", n.span)
+        targets = ()
+        if isinstance(n, ir.Assign):
+            targets = n.targets
+        elif isinstance(n, ir.AugAssign):
+            targets = (n.target,)
+        for t in targets:
+            items = t.items if isinstance(t, ir.TupleExpr) else (t,)
+            for item in items:
+                if isinstance(item, ir.Name) and item.id == loop.var:
+                    raise TilecError(f"cannot assign to the unroll variable '{loop.var}'", item.span)
 
 
-def _statements(stmts) -> int:
-    """How many statements `stmts` holds, nested bodies included
-    (statements occur only in statement bodies, never in expressions)."""
-    n = 0
+def _each_statement(stmts):
+    """Every statement of `stmts`, nested bodies included, in `visit.walk`'s
+    (pre-)order: statements occur only in statement bodies, never in
+    expressions, so none of the (far more numerous) expression nodes is
+    visited."""
     for s in stmts:
-        n += 1
+        yield s
         for field in ("body", "then", "orelse"):
             inner = getattr(s, field, None)
             if inner:
-                n += _statements(inner)
-    return n
+                yield from _each_statement(inner)
+
+
+def _statements(stmts) -> int:
+    """How many statements `stmts` holds, nested bodies included."""
+    return sum(1 for _ in _each_statement(stmts))
