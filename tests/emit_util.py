@@ -32,7 +32,8 @@ def run(text: str, args: dict, defines=None, kernel: str = None, ctas=None):
     arrays (updated in place) or numbers.  Returns the PTX."""
     ptx, meta = build(text, defines=defines)
     entry = meta["kernels"][0] if kernel is None else next(k for k in meta["kernels"] if k["name"] == kernel)
-    Kernel(ptx, entry["name"]).run(args, grid=entry["grid"], ctas=ctas, dynamic_smem=entry["dynamic_smem"])
+    Kernel(ptx, entry["name"]).run(args, grid=entry["grid"], ctas=ctas, dynamic_smem=entry["dynamic_smem"],
+                                   cluster=entry.get("cluster"))
     return ptx
 
 

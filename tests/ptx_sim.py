@@ -2,9 +2,13 @@
 that emitter tests can check what a kernel computes on a machine without a
 GPU (ptxas only says the PTX is well formed).
 
-It runs one CTA: every thread is a generator that yields at `bar.sync`, and
-the scheduler resumes all of them once every live thread is waiting, which
-is exactly the guarantee a CTA barrier gives.  Registers hold raw bits;
+It runs one cluster of CTAs at a time (one CTA without a cluster launch):
+every thread is a generator that yields at `bar.sync`, and the scheduler
+resumes all of them once every live thread is waiting, which is exactly
+the guarantee a CTA barrier gives.  Each CTA of a cluster has its own
+shared memory (SharedMemory), which `mapa` and the `shared::cluster`
+forms of ld/st (and of mbarrier and TMA, tests/tma_ptx_sim.py) reach
+across; `barrier.cluster.arrive`/`wait` synchronise the cluster's threads.  Registers hold raw bits;
 float instructions convert through numpy's IEEE types.  Global buffers are
 numpy arrays passed per parameter; shared and local memory are byte arrays.
 Asynchronous-proxy instructions (mbarrier, fences, tcgen05, TMA) are not
@@ -150,23 +154,42 @@ class Kernel:
                 kind, arg = _BRA, ops[0]
             elif op.startswith("bar.sync"):
                 kind, arg = _BAR, None
+            elif op.startswith("barrier.cluster.arrive"):
+                kind, arg = _CLUSTER_ARRIVE, None
+            elif op.startswith("barrier.cluster.wait"):
+                kind, arg = _CLUSTER_WAIT, None
             elif op.startswith(_NOOPS) and not watches(op, ops):
                 kind, arg = _NOOP, None
             else:
                 kind, arg = (_OFFER if claims(op, ops) else _OTHER), _compile(op, ops, symbols)
             self.decoded.append((guard, op, ops, kind, arg))
 
-    def run(self, args: dict, grid=(1, 1, 1), ctas=None, dynamic_smem=0, max_steps=2_000_000):
+    def run(self, args: dict, grid=(1, 1, 1), ctas=None, dynamic_smem=0, max_steps=2_000_000, cluster=None):
         """Run the CTAs `ctas` (default: all of `grid`) with the parameters
         `args` (numpy arrays for buffers, numbers for scalars; arrays are
-        updated in place).  Returns the number of instructions executed."""
+        updated in place).  `cluster` is the launch's cluster shape
+        (kernel.json's "cluster"): the CTAs of one cluster run together,
+        their threads interleaved, and a cluster's CTAs absent from `ctas`
+        do not exist for those that run (reaching one raises).  Returns the
+        number of instructions executed."""
         mem = _Memory(args, self.params)
         steps = 0
+        cluster = tuple(cluster or (1, 1, 1))
+        assert all(g % c == 0 for g, c in zip(grid, cluster)), f"grid {grid} is no whole number of clusters {cluster}"
         ctas = ctas or [(x, y, z) for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+        clusters = {}  # cluster id -> its CTAs that run, in the order given
         for cta in ctas:
-            shared = bytearray(self.dyn_base + dynamic_smem + 16)
-            threads = [self._thread(mem, shared, cta, t) for t in range(self.block)]
-            live = list(threads)
+            clusters.setdefault(tuple(c // n for c, n in zip(cta, cluster)), []).append(tuple(cta))
+        for cid, members in clusters.items():
+            window = [None] * (cluster[0] * cluster[1] * cluster[2])  # shared memories by rank
+            sync = _ClusterBarrier(self.block * len(members))
+            live = []
+            for cta in members:
+                within = tuple(c % n for c, n in zip(cta, cluster))
+                rank = within[0] + cluster[0] * (within[1] + cluster[1] * within[2])
+                shared = window[rank] = SharedMemory(self.dyn_base + dynamic_smem + 16, window)
+                ids = _cluster_registers(cta, grid, cluster, cid, within, rank)
+                live += [self._thread(mem, shared, cta, t, ids, sync) for t in range(self.block)]
             while live:
                 waiting = []
                 for th in live:
@@ -181,11 +204,12 @@ class Kernel:
         mem.write_back()
         return steps
 
-    def _thread(self, mem, shared, cta, tid):
+    def _thread(self, mem, shared, cta, tid, ids, sync):
         regs = {}
         local = bytearray(self.local_size + 16)
         special = {"%tid.x": tid, "%laneid": tid % 32, "%ctaid.x": cta[0], "%ctaid.y": cta[1],
-                   "%ctaid.z": cta[2], "%cluster_ctarank": 0}
+                   "%ctaid.z": cta[2], **ids}
+        arrived = 0  # the thread's barrier.cluster arrivals
         symbols = dict(self.shared)
         symbols["$dynamic_smem"] = self.dyn_base
         symbols.update(self.local)
@@ -209,12 +233,21 @@ class Kernel:
                     continue
             elif kind is not _OTHER:
                 if kind is _RET:
+                    sync.exit(arrived)
                     return steps
                 if kind is _BRA:
                     pc = labels[arg]
                 elif kind is _BAR:
                     yield steps
                     steps = 0
+                elif kind is _CLUSTER_ARRIVE:
+                    sync.arrive(arrived)
+                    arrived += 1
+                elif kind is _CLUSTER_WAIT:
+                    assert arrived, "barrier.cluster.wait before any barrier.cluster.arrive"
+                    while not sync.complete(arrived - 1):
+                        yield steps
+                        steps = 0
                 continue
             if arg is not None:
                 arg(regs, special)
@@ -225,6 +258,83 @@ class Kernel:
 # what the scheduler does with an instruction: _OFFER it to the extension
 # first, else run it as _OTHER
 _RET, _BRA, _BAR, _NOOP, _OFFER, _OTHER = "ret", "bra", "bar", "noop", "offer", "other"
+_CLUSTER_ARRIVE, _CLUSTER_WAIT = "cluster arrive", "cluster wait"
+CLUSTER_WINDOW = 1 << 24
+"""The span of each CTA's window in the shared::cluster addresses `mapa`
+makes: CTA rank r's byte o is (r + 1) * CLUSTER_WINDOW + o, which no
+CTA-local address (under 228 KiB) can be mistaken for."""
+
+
+class SharedMemory(bytearray):
+    """One CTA's shared memory, which knows its cluster's, so that a
+    shared::cluster address reaches the CTA it names.  A CTA's own
+    shared::cta address is a shared::cluster address of its own memory (as
+    on the GPU); `mapa` gives addresses in CLUSTER_WINDOW-sized windows
+    above them, one per rank."""
+
+    def __init__(self, size, cluster):
+        super().__init__(size)
+        self.cluster = cluster  # SharedMemory by rank (None for a CTA not run)
+
+    def peer(self, rank):
+        """The shared memory of the cluster's CTA of rank `rank`."""
+        peer = self.cluster[rank] if 0 <= rank < len(self.cluster) else None
+        if peer is None:
+            raise MemoryError(f"no CTA of rank {rank} in this run of a {len(self.cluster)}-CTA cluster")
+        return peer
+
+    def window(self, addr):
+        """(memory, offset) of shared::cluster address `addr`."""
+        if addr < CLUSTER_WINDOW:
+            return self, addr
+        return self.peer(addr // CLUSTER_WINDOW - 1), addr % CLUSTER_WINDOW
+
+    def mapa(self, addr, rank):
+        """The shared::cluster address of the byte at shared address `addr`
+        (a CTA-relative offset) in the CTA of rank `rank`."""
+        if not 0 <= rank < len(self.cluster):
+            raise MemoryError(f"mapa to CTA rank {rank} of a {len(self.cluster)}-CTA cluster")
+        return (rank + 1) * CLUSTER_WINDOW + self.window(addr)[1]
+
+
+def _cluster_registers(cta, grid, cluster, cid, within, rank):
+    """The special registers that place a CTA in its cluster (PTX 10.x:
+    %clusterid, %nclusterid, %cluster_ctaid, %cluster_nctaid, and the
+    linear %cluster_ctarank, %cluster_nctarank; x fastest)."""
+    ids = {"%cluster_ctarank": rank, "%cluster_nctarank": cluster[0] * cluster[1] * cluster[2]}
+    for i, d in enumerate("xyz"):
+        ids[f"%clusterid.{d}"] = cid[i]
+        ids[f"%nclusterid.{d}"] = grid[i] // cluster[i]
+        ids[f"%cluster_ctaid.{d}"] = within[i]
+        ids[f"%cluster_nctaid.{d}"] = cluster[i]
+    return ids
+
+
+class _ClusterBarrier:
+    """barrier.cluster over the threads of one cluster: a thread's n-th
+    arrive counts towards phase n, and its wait returns once every thread of
+    the cluster has arrived for the phase of its latest arrive.  A thread
+    that has exited counts as arrived (the wait is for all non-exited
+    threads, PTX ISA barrier.cluster).  Arrive and wait are modelled apart,
+    so a split arrive ... wait with work between runs as on the GPU; the
+    release/acquire and .relaxed orderings need nothing more, as the
+    simulator's memory is sequentially consistent."""
+
+    def __init__(self, threads):
+        self.threads = threads
+        self.arrivals = []  # arrivals[p]: threads that arrived for phase p
+        self.exited = []  # the arrival counts of the threads that exited
+
+    def arrive(self, phase):
+        if phase == len(self.arrivals):
+            self.arrivals.append(0)
+        self.arrivals[phase] += 1
+
+    def exit(self, arrived):
+        self.exited.append(arrived)
+
+    def complete(self, phase):
+        return self.arrivals[phase] + sum(1 for n in self.exited if n <= phase) == self.threads
 _RING = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
 _ORDERED = {"min": min, "max": max}
@@ -453,6 +563,10 @@ def _execute(op, ops, regs, special, symbols, mem, shared, local):
             raise MemoryError(f"cp.async reads past the global buffer: offset {off} + {n} of {len(src)} bytes")
         shared[dst:dst + size] = bytes(src[off:off + n]) + bytes(size - n)
         return
+    if name == "mapa":  # mapa.shared::cluster.{u32,u64} d, a, rank: a's byte in CTA `rank`
+        assert parts[1] == "shared::cluster", f"mapa of generic addresses not modelled: {op}"
+        regs[ops[0]] = shared.mapa(val(ops[1]), val(ops[2]))
+        return
     if name == "cvta":
         regs[ops[0]] = val(ops[1])
         return
@@ -582,8 +696,10 @@ def _memory_op(name, parts, ops, regs, val, mem, shared, local):
     base = val(a)
     if space == "global":
         data, off = mem.view(base)
+    elif space == "shared::cluster":
+        data, off = shared.window(base)
     else:
-        data, off = (shared if space == "shared" else local), base
+        data, off = (shared if space in ("shared", "shared::cta") else local), base
     if off % (size * vec):
         raise MemoryError(f"misaligned {space} access of {size * vec} bytes at offset {off}")
     for i, r in enumerate(names):

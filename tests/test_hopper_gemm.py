@@ -263,6 +263,16 @@ def test_v7_odd_store_count_alternates_staging_across_tiles():
     assert relative_error(D, ref) < 1e-3
 
 
+def test_v7_cluster_pairs_share_b_in_the_simulator():
+    """CLUSTER_M=2 on 2 clusters of 64x64 tiles over 136 rows, 2 K tiles a
+    tile and 2 tiles a cluster through a 3-stage ring: each CTA multicasts
+    its half of B into both, releases stages in both through mapa, and the
+    last pair's second CTA has no rows at all but still loads and releases
+    its half of B for its peer."""
+    D, ref = simulate(7, 136, 128, 128, SM_COUNT=4, BLK_M=64, BLK_N=64, STAGES=3, CLUSTER_M=2)
+    assert relative_error(D, ref) < 1e-3
+
+
 # --------------------------------------------------------------------------
 # On the GPU (H100)
 # --------------------------------------------------------------------------

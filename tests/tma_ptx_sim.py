@@ -18,7 +18,14 @@ a wait nobody completes ends in the simulator's "kernel did not finish"
 rather than spinning forever; while it waits, the simulator counts it as
 waiting at a barrier, so the kernels run here complete each phase before
 anyone waits on it (the issuing thread itself, or a barrier between).
-Multicast is not modelled (one CTA runs at a time): it raises.
+
+In a cluster launch the `shared::cluster` operands are addresses of any
+CTA of the cluster (ptx_sim.SharedMemory): `mbarrier.arrive.shared::cluster`
+arrives on the barrier of the CTA its (mapa'd) address names, and a TMA
+load lands its box where its destination address points.  A
+`.multicast::cluster` load lands the box at the same CTA-relative offset
+in every CTA of its mask, and completes its bytes on the mbarrier at the
+mbarrier's offset in each of them, as the PTX ISA has it.
 """
 from __future__ import annotations
 
@@ -42,7 +49,8 @@ def run(ptx: str, meta: dict, args: dict, ctas=None, kernel: str = None, max_ste
     numpy `args` (updated in place); returns the instructions executed."""
     entry = meta["kernels"][0] if kernel is None else next(k for k in meta["kernels"] if k["name"] == kernel)
     k = Kernel(ptx, entry["name"], extension=TmaModel(entry["tensormaps"]))
-    return k.run(args, grid=entry["grid"], ctas=ctas, dynamic_smem=entry["dynamic_smem"], max_steps=max_steps)
+    return k.run(args, grid=entry["grid"], ctas=ctas, dynamic_smem=entry["dynamic_smem"], max_steps=max_steps,
+                 cluster=entry.get("cluster"))
 
 
 class TmaModel:
@@ -83,6 +91,8 @@ class TmaModel:
             regs[ops[0]] = done
             return True if done else YIELD
         addr = val((ops[0] if op.startswith("mbarrier.init") else ops[1]).strip("[]"))
+        if ".shared::cluster." in op:  # a barrier of any CTA of the cluster
+            shared, addr = shared.window(addr)
         if op.startswith("mbarrier.init"):
             _Barrier(val(ops[1]), val(ops[1]), 0, 0).write(shared, addr)
         elif op.startswith("mbarrier.arrive.expect_tx"):
@@ -100,12 +110,20 @@ class TmaModel:
         if parts[0] == "cp" and parts[1] == "async" and parts[5] == "shared::cluster":
             m = _LOAD.match(text)
             assert m, f"cannot parse TMA load operands: {text}"
-            if ".multicast::cluster" in op:
-                raise AssertionError("multicast TMA loads are not modelled")
             smem, tmap, coords, mbar = val(m[1]), val(m[2]), m[3], val(m[4])
             desc = self.maps[tmap - _TMAP_BASE]
-            nbytes = self._walk(desc, _coords(coords, val), smem, mem, shared, "load", None)
-            _Barrier.read(shared, mbar).complete_tx(nbytes).write(shared, mbar)
+            dst, smem = shared.window(smem)
+            bar, mbar = shared.window(mbar)  # the same CTA's as dst's (PTX ISA), unchecked
+            if ".multicast::cluster" in op:  # the mask is the first operand after the mbarrier
+                mask = val(m[5].split(",")[1].strip()) & 0xFFFF
+                ranks = [r for r in range(16) if mask >> r & 1]
+                assert ranks, "a multicast TMA load with an empty CTA mask"
+                targets = [(shared.peer(r), shared.peer(r)) for r in ranks]
+            else:
+                targets = [(dst, bar)]
+            for dst, bar in targets:
+                nbytes = self._walk(desc, _coords(coords, val), smem, mem, dst, "load", None)
+                _Barrier.read(bar, mbar).complete_tx(nbytes).write(bar, mbar)
             return
         m = _STORE.match(text)
         assert m, f"cannot parse TMA store operands: {text}"
@@ -166,6 +184,7 @@ class _Barrier:
     @classmethod
     def read(cls, shared, addr):
         assert addr % 8 == 0, f"mbarrier at {addr} is not 8-byte aligned"
+        assert 0 <= addr <= len(shared) - 8, f"mbarrier at {addr:#x} is outside its CTA's {len(shared)} shared bytes"
         v = int.from_bytes(shared[addr : addr + 8], "little")
         tx = (v >> 32) & 0x7FFFFFFF
         if tx >> 30:

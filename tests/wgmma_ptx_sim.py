@@ -64,7 +64,8 @@ def run(ptx: str, meta: dict, args: dict, ctas=None, kernel: str = None, max_ste
     entry = meta["kernels"][0] if kernel is None else next(k for k in meta["kernels"] if k["name"] == kernel)
     model = HopperModel(TmaModel(entry.get("tensormaps", [])))
     k = Kernel(ptx, entry["name"], extension=model)
-    steps = k.run(args, grid=entry["grid"], ctas=ctas, dynamic_smem=entry["dynamic_smem"], max_steps=max_steps)
+    steps = k.run(args, grid=entry["grid"], ctas=ctas, dynamic_smem=entry["dynamic_smem"], max_steps=max_steps,
+                  cluster=entry.get("cluster"))
     assert not model.pending, f"collective instructions some threads never reached: {sorted(model.pending)}"
     return steps
 
