@@ -8,9 +8,10 @@ resumes all of them once every live thread is waiting, which is exactly
 the guarantee a CTA barrier gives.  Each CTA of a cluster has its own
 shared memory (SharedMemory), which `mapa` and the `shared::cluster`
 forms of ld/st (and of mbarrier and TMA, tests/tma_ptx_sim.py) reach
-across; `barrier.cluster.arrive`/`wait` synchronise the cluster's threads.  Registers hold raw bits;
-float instructions convert through numpy's IEEE types.  Global buffers are
-numpy arrays passed per parameter; shared and local memory are byte arrays.
+across; `barrier.cluster.arrive`/`wait` synchronise the cluster's threads.
+Registers hold raw bits; float instructions convert through numpy's IEEE
+types.  Global buffers are numpy arrays passed per parameter; shared and
+local memory are byte arrays.
 Asynchronous-proxy instructions (mbarrier, fences, tcgen05, TMA) are not
 modelled: an unknown opcode raises, so a test cannot silently skip one.
 """
@@ -94,7 +95,9 @@ class Kernel:
 
     def __init__(self, ptx: str, name: str, extension=None):
         """`extension(op, operands, regs, special, symbols, mem, shared)` is
-        offered every instruction first and returns True for one it ran
+        offered every instruction first (`shared` is the CTA's
+        SharedMemory, through which a shared::cluster address reaches any
+        CTA of the cluster) and returns True for one it ran
         (tests/tma_ptx_sim.py models TMA and mbarriers this way), or YIELD
         for one it ran after which the thread lets the others run, as at a
         barrier (a spin-wait that failed, the arrival at a collective
@@ -259,82 +262,6 @@ class Kernel:
 # first, else run it as _OTHER
 _RET, _BRA, _BAR, _NOOP, _OFFER, _OTHER = "ret", "bra", "bar", "noop", "offer", "other"
 _CLUSTER_ARRIVE, _CLUSTER_WAIT = "cluster arrive", "cluster wait"
-CLUSTER_WINDOW = 1 << 24
-"""The span of each CTA's window in the shared::cluster addresses `mapa`
-makes: CTA rank r's byte o is (r + 1) * CLUSTER_WINDOW + o, which no
-CTA-local address (under 228 KiB) can be mistaken for."""
-
-
-class SharedMemory(bytearray):
-    """One CTA's shared memory, which knows its cluster's, so that a
-    shared::cluster address reaches the CTA it names.  A CTA's own
-    shared::cta address is a shared::cluster address of its own memory (as
-    on the GPU); `mapa` gives addresses in CLUSTER_WINDOW-sized windows
-    above them, one per rank."""
-
-    def __init__(self, size, cluster):
-        super().__init__(size)
-        self.cluster = cluster  # SharedMemory by rank (None for a CTA not run)
-
-    def peer(self, rank):
-        """The shared memory of the cluster's CTA of rank `rank`."""
-        peer = self.cluster[rank] if 0 <= rank < len(self.cluster) else None
-        if peer is None:
-            raise MemoryError(f"no CTA of rank {rank} in this run of a {len(self.cluster)}-CTA cluster")
-        return peer
-
-    def window(self, addr):
-        """(memory, offset) of shared::cluster address `addr`."""
-        if addr < CLUSTER_WINDOW:
-            return self, addr
-        return self.peer(addr // CLUSTER_WINDOW - 1), addr % CLUSTER_WINDOW
-
-    def mapa(self, addr, rank):
-        """The shared::cluster address of the byte at shared address `addr`
-        (a CTA-relative offset) in the CTA of rank `rank`."""
-        if not 0 <= rank < len(self.cluster):
-            raise MemoryError(f"mapa to CTA rank {rank} of a {len(self.cluster)}-CTA cluster")
-        return (rank + 1) * CLUSTER_WINDOW + self.window(addr)[1]
-
-
-def _cluster_registers(cta, grid, cluster, cid, within, rank):
-    """The special registers that place a CTA in its cluster (PTX 10.x:
-    %clusterid, %nclusterid, %cluster_ctaid, %cluster_nctaid, and the
-    linear %cluster_ctarank, %cluster_nctarank; x fastest)."""
-    ids = {"%cluster_ctarank": rank, "%cluster_nctarank": cluster[0] * cluster[1] * cluster[2]}
-    for i, d in enumerate("xyz"):
-        ids[f"%clusterid.{d}"] = cid[i]
-        ids[f"%nclusterid.{d}"] = grid[i] // cluster[i]
-        ids[f"%cluster_ctaid.{d}"] = within[i]
-        ids[f"%cluster_nctaid.{d}"] = cluster[i]
-    return ids
-
-
-class _ClusterBarrier:
-    """barrier.cluster over the threads of one cluster: a thread's n-th
-    arrive counts towards phase n, and its wait returns once every thread of
-    the cluster has arrived for the phase of its latest arrive.  A thread
-    that has exited counts as arrived (the wait is for all non-exited
-    threads, PTX ISA barrier.cluster).  Arrive and wait are modelled apart,
-    so a split arrive ... wait with work between runs as on the GPU; the
-    release/acquire and .relaxed orderings need nothing more, as the
-    simulator's memory is sequentially consistent."""
-
-    def __init__(self, threads):
-        self.threads = threads
-        self.arrivals = []  # arrivals[p]: threads that arrived for phase p
-        self.exited = []  # the arrival counts of the threads that exited
-
-    def arrive(self, phase):
-        if phase == len(self.arrivals):
-            self.arrivals.append(0)
-        self.arrivals[phase] += 1
-
-    def exit(self, arrived):
-        self.exited.append(arrived)
-
-    def complete(self, phase):
-        return self.arrivals[phase] + sum(1 for n in self.exited if n <= phase) == self.threads
 _RING = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
 _ORDERED = {"min": min, "max": max}
@@ -443,6 +370,84 @@ def _split_operands(text):
     if cur.strip():
         out.append(cur.strip())
     return out
+
+
+CLUSTER_WINDOW = 1 << 24
+"""The span of each CTA's window in the shared::cluster addresses `mapa`
+makes: CTA rank r's byte o is (r + 1) * CLUSTER_WINDOW + o, which no
+CTA-local address (under 228 KiB) can be mistaken for."""
+
+
+class SharedMemory(bytearray):
+    """One CTA's shared memory, which knows its cluster's, so that a
+    shared::cluster address reaches the CTA it names.  A CTA's own
+    shared::cta address is a shared::cluster address of its own memory (as
+    on the GPU); `mapa` gives addresses in CLUSTER_WINDOW-sized windows
+    above them, one per rank."""
+
+    def __init__(self, size, cluster):
+        super().__init__(size)
+        self.cluster = cluster  # SharedMemory by rank (None for a CTA not run)
+
+    def peer(self, rank):
+        """The shared memory of the cluster's CTA of rank `rank`."""
+        peer = self.cluster[rank] if 0 <= rank < len(self.cluster) else None
+        if peer is None:
+            raise MemoryError(f"no CTA of rank {rank} in this run of a {len(self.cluster)}-CTA cluster")
+        return peer
+
+    def window(self, addr):
+        """(memory, offset) of shared::cluster address `addr`."""
+        if addr < CLUSTER_WINDOW:
+            return self, addr
+        return self.peer(addr // CLUSTER_WINDOW - 1), addr % CLUSTER_WINDOW
+
+    def mapa(self, addr, rank):
+        """The shared::cluster address of the byte at shared address `addr`
+        (a CTA-relative offset) in the CTA of rank `rank`."""
+        if not 0 <= rank < len(self.cluster):
+            raise MemoryError(f"mapa to CTA rank {rank} of a {len(self.cluster)}-CTA cluster")
+        return (rank + 1) * CLUSTER_WINDOW + self.window(addr)[1]
+
+
+def _cluster_registers(cta, grid, cluster, cid, within, rank):
+    """The special registers that place a CTA in its cluster (PTX 10.x:
+    %clusterid, %nclusterid, %cluster_ctaid, %cluster_nctaid, and the
+    linear %cluster_ctarank, %cluster_nctarank; x fastest)."""
+    ids = {"%cluster_ctarank": rank, "%cluster_nctarank": cluster[0] * cluster[1] * cluster[2]}
+    for i, d in enumerate("xyz"):
+        ids[f"%clusterid.{d}"] = cid[i]
+        ids[f"%nclusterid.{d}"] = grid[i] // cluster[i]
+        ids[f"%cluster_ctaid.{d}"] = within[i]
+        ids[f"%cluster_nctaid.{d}"] = cluster[i]
+    return ids
+
+
+class _ClusterBarrier:
+    """barrier.cluster over the threads of one cluster: a thread's n-th
+    arrive counts towards phase n, and its wait returns once every thread of
+    the cluster has arrived for the phase of its latest arrive.  A thread
+    that has exited counts as arrived (the wait is for all non-exited
+    threads, PTX ISA barrier.cluster).  Arrive and wait are modelled apart,
+    so a split arrive ... wait with work between runs as on the GPU; the
+    release/acquire and .relaxed orderings need nothing more, as the
+    simulator's memory is sequentially consistent."""
+
+    def __init__(self, threads):
+        self.threads = threads
+        self.arrivals = []  # arrivals[p]: threads that arrived for phase p
+        self.exited = []  # the arrival counts of the threads that exited
+
+    def arrive(self, phase):
+        if phase == len(self.arrivals):
+            self.arrivals.append(0)
+        self.arrivals[phase] += 1
+
+    def exit(self, arrived):
+        self.exited.append(arrived)
+
+    def complete(self, phase):
+        return self.arrivals[phase] + sum(1 for n in self.exited if n <= phase) == self.threads
 
 
 class _Memory:
