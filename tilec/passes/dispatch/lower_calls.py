@@ -99,8 +99,10 @@ def _locate(node: ir.Node, span, located: dict) -> ir.Node:
         return node
 
     def fn(n):
-        if n.span is not None and type(n) in _LEAVES:
-            return n  # nothing below it to place
+        if n.span is not None:
+            cls = type(n)
+            if cls in _LEAVES or cls is ir.Index and _located_element(n):
+                return n  # nothing below it to place
         done = located.get(id(n))
         if done is not None:
             return done[1]
@@ -115,3 +117,15 @@ _LEAVES = frozenset({ir.Int, ir.Name})
 """Node classes with no child nodes, the bulk of what a lowering builds
 (register indices, buffer names): `_locate` keeps one that is located
 without the memo and the generic rebuild."""
+
+
+def _located_element(e: ir.Index) -> bool:
+    """Whether `e`'s buffer and indices are located leaves: a register
+    element built at the call (`register_storage.register_element`), kept
+    as it is like a located leaf."""
+    if e.base.span is None or type(e.base) not in _LEAVES:
+        return False
+    for i in e.indices:
+        if i.span is None or type(i) not in _LEAVES:
+            return False
+    return True
