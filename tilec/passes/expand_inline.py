@@ -51,6 +51,7 @@ class _Binding:
 
 
 _VAR = _Binding("var", None)
+_NOT_BOUND = _Binding("", None)  # what `env.get` gives for a name bound to nothing
 
 _INT = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
@@ -127,7 +128,7 @@ class _Expander:
         self.names = NameGen(used)
         self.bound: set = set()
         self.outside: set = set()
-        self.binds: dict = {}  # id(helper) -> (helper, its loop variables, the names it assigns)
+        self.binds: dict = {}  # id(helper) -> (helper, its loop variables, the names it assigns, early return)
 
     # -- expressions -------------------------------------------------------
 
@@ -192,6 +193,8 @@ class _Expander:
         statements appended to `pre`, its return value in the call's place."""
         if expr is None:
             return None
+        if _helper_call(expr, env) is None:  # (most expressions: a walk is cheaper than a rewrite)
+            return self.subst(expr, env)
 
         def fn(node):
             if isinstance(node, ir.Call):
@@ -232,7 +235,7 @@ class _Expander:
             return []
         if isinstance(s, ir.ExprStmt):
             e = s.expr
-            if isinstance(e, ir.Call) and env.get(e.func, _Binding("", None)).kind == "helper":
+            if isinstance(e, ir.Call) and env.get(e.func, _NOT_BOUND).kind == "helper":
                 body, _ = self.inline(e, env, stack)
                 return body
             return pre + [visit.evolve(s, expr=self.value(e, env, stack, pre))]
@@ -249,13 +252,13 @@ class _Expander:
                 visit.evolve(s, cond=cond, then=self.block(s.then, env, stack), orelse=self.block(s.orelse, env, stack))
             ]
         if isinstance(s, ir.While):
-            for n in visit.walk(s.cond):
-                if isinstance(n, ir.Call) and env.get(n.func, _Binding("", None)).kind == "helper":
-                    raise TilecError(
-                        f"inline helper '{n.func}' in a while condition would run once, not at each test: "
-                        f"assign its value before the loop and again at the end of the body",
-                        n.span,
-                    )
+            n = _helper_call(s.cond, env)
+            if n is not None:
+                raise TilecError(
+                    f"inline helper '{n.func}' in a while condition would run once, not at each test: "
+                    f"assign its value before the loop and again at the end of the body",
+                    n.span,
+                )
             return [
                 visit.evolve(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
             ]
@@ -329,22 +332,17 @@ class _Expander:
             tuple(visit.evolve(k, value=self.subst(k.value, env)) for k in call.kwargs)
         )
         values = self._bind_arguments(helper, call, args, kwargs)
-        taken = self.bound | self.outside
-        for v in values.values():
-            taken |= {n.id for n in visit.walk(v) if isinstance(n, ir.Name)}
-        shared = {n for n, b in env.items() if b.kind == "var"}
-        body = self._rename_locals(helper, taken, shared)
+        body = self._rename_locals(helper, values, env)
         body_env = dict(env)
         for p, v in values.items():
             body_env[p] = _Binding("param", v, helper.name)
-        for s in body[:-1]:
-            for n in visit.walk(s):
-                if isinstance(n, ir.Return):
-                    raise TilecError(
-                        f"'return' ends inline helper '{helper.name}': it must be the last statement of "
-                        f"its body (no early return)",
-                        n.span,
-                    )
+        early = self._binds(helper)[2]
+        if early is not None:
+            raise TilecError(
+                f"'return' ends inline helper '{helper.name}': it must be the last statement of "
+                f"its body (no early return)",
+                early.span,
+            )
         ret = body[-1] if body and isinstance(body[-1], ir.Return) else None
         if ret is not None:
             body = body[:-1]
@@ -383,30 +381,44 @@ class _Expander:
         return {p: values[p] for p in params}
 
     def _binds(self, helper: ir.InlineDef) -> tuple:
-        """(the loop variables, the names assigned) of a helper's body, found
-        once per helper: a kernel expands the same helper many times."""
+        """(the loop variables, the names assigned, the first `return` before
+        the last statement or None) of a helper's body, found in one walk
+        once per helper: a kernel expands the same helper many times.  (A
+        renamed body has its returns where the helper has them, with their
+        spans.)"""
         hit = self.binds.get(id(helper))
         if hit is not None and hit[0] is helper:
-            return hit[1], hit[2]
-        loop_vars, assigned = set(), set()
-        for n in (n for s in helper.body for n in visit.walk(s)):
-            if isinstance(n, ir.For):
-                loop_vars.add(n.var)
-            elif isinstance(n, ir.Assign):
-                for t in n.targets:
-                    items = t.items if isinstance(t, ir.TupleExpr) else (t,)
-                    assigned.update(i.id for i in items if isinstance(i, ir.Name))
-        self.binds[id(helper)] = (helper, loop_vars, assigned)  # the helper kept so its id stays its own
-        return loop_vars, assigned
+            return hit[1:]
+        loop_vars, assigned, early = set(), set(), None
+        last = len(helper.body) - 1
+        for position, s in enumerate(helper.body):
+            for n in visit.walk(s):
+                if isinstance(n, ir.For):
+                    loop_vars.add(n.var)
+                elif isinstance(n, ir.Assign):
+                    for t in n.targets:
+                        items = t.items if isinstance(t, ir.TupleExpr) else (t,)
+                        assigned.update(i.id for i in items if isinstance(i, ir.Name))
+                elif isinstance(n, ir.Return) and early is None and position < last:
+                    early = n
+        self.binds[id(helper)] = (helper, loop_vars, assigned, early)  # the helper kept so its id stays its own
+        return loop_vars, assigned, early
 
-    def _rename_locals(self, helper: ir.InlineDef, taken: set, shared: set) -> tuple:
+    def _rename_locals(self, helper: ir.InlineDef, values: dict, env: dict) -> tuple:
         """The helper's body with each variable it binds renamed to a fresh
-        name when the caller already uses that name -- except a variable
-        the caller can see at the call (`shared`), which an assignment in
-        the helper updates.  Loop variables are always the helper's own."""
-        loop_vars, assigned = self._binds(helper)
-        local = loop_vars | (assigned - shared)
-        renames = {name: self.names.fresh(name) for name in sorted(local & taken - set(helper.params))}
+        name when the caller already uses that name (bound so far, used by
+        the kernel, or in an argument of this call) -- except a variable
+        the caller can see at the call (a "var" of `env`), which an
+        assignment in the helper updates.  Loop variables are always the
+        helper's own.  (Only the helper's own names are looked up: a kernel
+        expands helpers by the hundred, and most bind nothing that clashes.)"""
+        loop_vars, assigned, _ = self._binds(helper)
+        local = loop_vars | {name for name in assigned if env.get(name, _NOT_BOUND).kind != "var"}
+        own = local - set(helper.params)
+        clashes = {name for name in own if name in self.bound or name in self.outside}
+        if own - clashes:
+            clashes |= (own - clashes) & set().union(*(_names_in(v) for v in values.values()))
+        renames = {name: self.names.fresh(name) for name in sorted(clashes)}
         if not renames:
             return helper.body
 
@@ -421,6 +433,17 @@ class _Expander:
 
 
 _MEMORY_CALLS = frozenset({"alloc", "alloc_shared", "alloc_local", "decl_buffer", "smem_pool"})
+
+
+def _helper_call(expr: ir.Expr, env: dict) -> Optional[ir.Call]:
+    """The first call of an inline helper in `expr` (pre-order), or None."""
+    Call = ir.Call
+    for n in visit.walk(expr):
+        if type(n) is Call:  # (IR classes have no subclasses)
+            b = env.get(n.func)
+            if b is not None and b.kind == "helper":
+                return n
+    return None
 
 
 def _names_in(e: ir.Expr) -> set:
