@@ -490,23 +490,42 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list) -> Non
                 return 1
         return min([group(c, env) for c in visit.children(e) if isinstance(c, ir.Expr)] or [_UNIFORM])
 
-    summaries: Dict[int, tuple] = {}  # id(block) -> (barriers in it, names it assigns); blocks are revisited
+    # id(block or statement) -> (it, barriers in it, names it assigns): blocks are revisited, and a
+    # block's summary is made of its statements', each nested statement's made once (not once per
+    # enclosing block); the node is kept so that its id stays its own
+    summaries: Dict[int, tuple] = {}
 
     def summary(stmts) -> tuple:
         key = id(stmts)
         if key not in summaries:
             barriers, names = 0, set()
             for s in stmts:
-                for n in visit.walk(s):
-                    if isinstance(n, ir.Call) and n.func in ("cuda.cta_sync", "cuda.warpgroup_sync"):
+                inner_barriers, inner_names = statement_summary(s)
+                barriers += inner_barriers
+                names |= inner_names
+            summaries[key] = (stmts, barriers, names)
+        return summaries[key][1:]
+
+    def statement_summary(s: ir.Stmt) -> tuple:
+        key = id(s)
+        if key not in summaries:
+            barriers, names = 0, set()
+            if isinstance(s, ir.Assign):
+                names |= {t.id for t in s.targets if isinstance(t, ir.Name)}
+            elif isinstance(s, ir.AugAssign) and isinstance(s.target, ir.Name):
+                names.add(s.target.id)
+            elif isinstance(s, ir.For):
+                names.add(s.var)
+            for child in visit.children(s):
+                if isinstance(child, ir.Stmt):
+                    inner_barriers, inner_names = statement_summary(child)
+                    barriers += inner_barriers
+                    names |= inner_names
+                    continue
+                for node in visit.walk(child):
+                    if isinstance(node, ir.Call) and node.func in ("cuda.cta_sync", "cuda.warpgroup_sync"):
                         barriers += 1
-                    elif isinstance(n, ir.Assign):
-                        names |= {t.id for t in n.targets if isinstance(t, ir.Name)}
-                    elif isinstance(n, ir.AugAssign) and isinstance(n.target, ir.Name):
-                        names.add(n.target.id)
-                    elif isinstance(n, ir.For):
-                        names.add(n.var)
-            summaries[key] = (stmts, barriers, names)  # the block is kept so that its id stays its own
+            summaries[key] = (s, barriers, names)
         return summaries[key][1:]
 
     def syncs(stmts) -> int:
