@@ -228,29 +228,36 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     This is what a pass's fresh names must avoid.  `skip_helper_bodies` leaves
     out what an inline helper binds (its parameters and body), which are
     renamed on expansion anyway; `module` adds the names its consts and
-    helpers declare, for a `node` (a kernel) that can see them."""
+    helpers declare, for a `node` (a kernel) that can see them.  (Nodes are
+    told apart by their class alone: IR classes have no subclasses.)"""
     names = set()
     if module is not None:
         names.update(c.name for c in module.consts)
         names.update(h.name for h in module.helpers)
+    Name, For, InlineDef = ir.Name, ir.For, ir.InlineDef
+    declared = {ir.Param, ir.Meta, InlineDef, ir.TensorMap}
+    for n in _outside_helpers(node) if skip_helper_bodies else walk(node):
+        cls = type(n)
+        if cls is Name:
+            names.add(n.id)
+        elif cls is For:
+            names.add(n.var)
+        elif cls in declared:
+            names.add(n.name)
+            if cls is InlineDef and not skip_helper_bodies:
+                names.update(n.params)
+    return names
 
-    declared = (ir.Param, ir.Meta, ir.InlineDef, ir.TensorMap)
+
+def _outside_helpers(node: ir.Node) -> Iterator[ir.Node]:
+    """`walk(node)` (in another order) without the bodies of inline helpers:
+    an `InlineDef` is visited, what it holds is not."""
     stack = [node]
     while stack:
         n = stack.pop()
-        if isinstance(n, ir.Name):
-            names.add(n.id)
-            continue
-        if isinstance(n, ir.For):
-            names.add(n.var)
-        elif isinstance(n, declared):
-            names.add(n.name)
-        if isinstance(n, ir.InlineDef):
-            if skip_helper_bodies:
-                continue
-            names.update(n.params)
-        stack += _child_list(n)
-    return names
+        yield n
+        if type(n) is not ir.InlineDef:
+            stack += _child_list(n)
 
 
 class NameGen:
