@@ -51,7 +51,7 @@ def fold_block(stmts, env=None) -> tuple:
 
     def fn(node):
         if isinstance(node, ir.Name) and node.id in env:
-            node = attrs.evolve(env[node.id], span=node.span)
+            node = visit.evolve(env[node.id], span=node.span)
         return _fold_node(node)
 
     return _prune_block(tuple(visit.transform(s, fn) for s in stmts))
@@ -61,18 +61,27 @@ def prune(node: ir.Node) -> ir.Node:
     """Resolve `if`/`while` statements whose condition is a literal bool.  A
     body left empty becomes `pass`, so the printed IR still parses."""
     changes = {}
-    for field in attrs.fields(type(node)):
-        value = getattr(node, field.name)
+    cls = type(node)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(field.name for field in attrs.fields(cls))
+    for name in names:
+        value = getattr(node, name)
         if not (isinstance(value, tuple) and value):
             continue
         if all(isinstance(v, ir.Stmt) for v in value):
             block = _prune_block(value)
-            if not block and field.name != "orelse":
+            if not block and name != "orelse":
                 block = (ir.Pass(span=value[0].span),)
-            changes[field.name] = block
+            changes[name] = block
         elif all(isinstance(v, ir.Kernel) for v in value):
-            changes[field.name] = tuple(prune(v) for v in value)
-    return attrs.evolve(node, **changes) if changes else node
+            changes[name] = tuple(prune(v) for v in value)
+    return visit.evolve(node, **changes) if changes else node
+
+
+_FIELD_NAMES: dict = {}
+"""Node class -> its field names, asked of attrs once: `prune` looks at
+every statement unroll folds, each copy of a loop body."""
 
 
 def _prune_block(stmts: tuple) -> tuple:
