@@ -101,6 +101,22 @@ def walk(node: ir.Node) -> Iterator[ir.Node]:
                         push(item)
 
 
+def statements(stmts: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:
+    """Every statement of a block, nested blocks included, in `walk`'s
+    (pre-)order, without entering an expression: no statement is inside
+    one, and a kernel holds far more expression nodes than statements, so
+    what a pass asks of its assignments and loops needs no walk of them."""
+    stack = list(stmts)
+    stack.reverse()
+    Stmt = ir.Stmt
+    while stack:
+        s = stack.pop()
+        yield s
+        inner = [c for c in _child_list(s) if isinstance(c, Stmt)]
+        inner.reverse()
+        stack += inner
+
+
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.Node:
     """Rebuild `node` with `fn` applied to each direct child (not recursive);
     fields in `also` are replaced in the same rebuild (one node built, not

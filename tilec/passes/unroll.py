@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import attrs
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.visit import NameGen
@@ -184,7 +184,7 @@ class _Unroller:
 
 
 def _check_not_rebound(loop: ir.For) -> None:
-    for n in _each_statement(loop.body):  # only statements bind names
+    for n in visit.statements(loop.body):  # only statements bind names
         if isinstance(n, ir.For) and n.var == loop.var:
             raise TilecError(f"inner loop reuses the unroll variable '{loop.var}'", n.span)
         targets = ()
@@ -199,19 +199,6 @@ def _check_not_rebound(loop: ir.For) -> None:
                     raise TilecError(f"cannot assign to the unroll variable '{loop.var}'", item.span)
 
 
-def _each_statement(stmts):
-    """Every statement of `stmts`, nested bodies included, in `visit.walk`'s
-    (pre-)order: statements occur only in statement bodies, never in
-    expressions, so none of the (far more numerous) expression nodes is
-    visited."""
-    for s in stmts:
-        yield s
-        for field in ("body", "then", "orelse"):
-            inner = getattr(s, field, None)
-            if inner:
-                yield from _each_statement(inner)
-
-
 def _statements(stmts) -> int:
     """How many statements `stmts` holds, nested bodies included."""
-    return sum(1 for _ in _each_statement(stmts))
+    return sum(1 for _ in visit.statements(stmts))

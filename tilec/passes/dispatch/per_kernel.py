@@ -50,12 +50,4 @@ def statements(kernel: ir.Kernel) -> tuple:
     without entering an expression (no statement is inside one): the
     questions dispatch asks of a kernel's assignments and loops would
     otherwise walk every node of it, several times per compile."""
-    out = []
-    stack = list(reversed(kernel.body))
-    while stack:
-        s = stack.pop()
-        out.append(s)
-        inner = [c for c in visit.children(s) if isinstance(c, ir.Stmt)]
-        inner.reverse()
-        stack += inner
-    return tuple(out)
+    return tuple(visit.statements(kernel.body))
