@@ -414,6 +414,46 @@ kernel k(G: f16[128, 64]):
 """
 
 
+DECIDED = """
+    const HAS_BIAS = False
+    inline def add_bias(x):
+        A[0] = x
+    kernel k(A: f32[4]):
+        if HAS_BIAS:
+            add_bias(1.0, 2.0)
+            A[0] = undefined_name * (N // 0)
+            assert_const(False, "never checked")
+        else:
+            add_bias(3.0)
+"""
+
+
+def test_a_branch_decided_at_compile_time_is_kept_as_written_and_dropped_unchecked():
+    m, _ = run(DECIDED, *EXPAND)
+    (s,) = body(m)
+    assert s.cond == ir.Bool(False)  # the decided condition (spans do not compare)
+    assert s.then == parse(src(DECIDED), "t.tile").kernels[0].body[0].then  # as written: nothing expanded
+    assert s.orelse == body_of(
+        """
+        kernel k(A: f32[4]):
+            A[0] = 3.0
+        """
+    )
+    m, _ = run(DECIDED, *FOLD)
+    assert body(m) == body_of(
+        """
+        kernel k(A: f32[4]):
+            A[0] = 3.0
+        """
+    )
+
+
+def test_a_branch_taken_at_compile_time_or_at_run_time_is_checked():
+    assert "takes 1 argument but 2 were given" in str(error_of(DECIDED, *EXPAND, defines={"HAS_BIAS": "True"}))
+    runtime = DECIDED.replace("if HAS_BIAS:", "if A[1] > 0.0:")
+    assert "takes 1 argument but 2 were given" in str(error_of(runtime, *EXPAND))
+
+
 def scoped(stmts):
     text = _LAUNCH + textwrap.indent(src(stmts), "    ")
     m, _ = run(text, ExpandInline(), FoldConstants(), InferScope())

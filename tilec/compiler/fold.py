@@ -79,6 +79,16 @@ def prune(node: ir.Node) -> ir.Node:
     return visit.evolve(node, **changes) if changes else node
 
 
+def branch_not_taken(s: ir.Stmt):
+    """"then" or "orelse" for an `if` whose condition is a literal bool: the
+    branch it does not take, which expand-inline leaves as written
+    (unexpanded) and `prune` drops; None for any other statement.  The passes
+    between expand-inline and fold-constants do not look into it."""
+    if type(s) is ir.If and type(s.cond) is ir.Bool:
+        return "orelse" if s.cond.value else "then"
+    return None
+
+
 _FIELD_NAMES: dict = {}
 """Node class -> its field names, asked of attrs once: `prune` looks at
 every statement unroll folds, each copy of a loop body."""

@@ -20,7 +20,14 @@ After it, a kernel mentions no const, meta value or inline helper:
   `m = row_max(x)` and `a, b = split(v)` work.  A `return` anywhere else is
   an error, as is a call inside a `while` condition (which would run once,
   not once per iteration);
-- `**cfg` splats of dict values become keyword arguments.
+- `**cfg` splats of dict values become keyword arguments;
+- an `if` whose condition (substituted) folds to True or False gets that
+  literal as its condition and only its branch taken is expanded: the
+  other stays as written, unexpanded and unchecked, until fold-constants
+  drops it (docs/language.md, "Branches decided at compile time").  A
+  kernel's `-D` options (epilogue variants, cluster shapes) rule out most
+  of its code, and expanding the helpers of code that is thrown away was
+  most of the work of the passes up to fold-constants.
 
 Block structure scopes metas and helpers: a `meta` inside a loop body is not
 visible after the loop.
@@ -35,6 +42,7 @@ from tilec.compiler import records
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
+from tilec.compiler.fold import fold_expr
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.visit import NameGen
 
@@ -248,9 +256,14 @@ class _Expander:
             return pre + [visit.evolve(s, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))]
         if isinstance(s, ir.If):
             cond = self.value(s.cond, env, stack, pre)
-            return pre + [
-                visit.evolve(s, cond=cond, then=self.block(s.then, env, stack), orelse=self.block(s.orelse, env, stack))
-            ]
+            decided = _constant_condition(cond)
+            if decided is None:
+                then, orelse = self.block(s.then, env, stack), self.block(s.orelse, env, stack)
+                return pre + [visit.evolve(s, cond=cond, then=then, orelse=orelse)]
+            # The branch not taken stays as written, unexpanded, until fold-constants drops it.
+            if decided.value:
+                return pre + [visit.evolve(s, cond=decided, then=self.block(s.then, env, stack))]
+            return pre + [visit.evolve(s, cond=decided, orelse=self.block(s.orelse, env, stack))]
         if isinstance(s, ir.While):
             n = _helper_call(s.cond, env)
             if n is not None:
@@ -444,6 +457,19 @@ def _helper_call(expr: ir.Expr, env: dict) -> Optional[ir.Call]:
             if b is not None and b.kind == "helper":
                 return n
     return None
+
+
+def _constant_condition(cond: ir.Expr) -> Optional[ir.Bool]:
+    """The literal an `if` condition (consts and metas substituted) folds to,
+    or None: a decided `if` keeps its branch not taken unexpanded
+    (docs/language.md, "Branches decided at compile time").  A condition
+    whose folding fails decides nothing here: fold-constants reports it,
+    after the errors of the passes before it, as it always did."""
+    try:
+        folded = fold_expr(cond)
+    except TilecError:
+        return None
+    return folded if type(folded) is ir.Bool else None
 
 
 def _names_in(e: ir.Expr) -> set:

@@ -5,7 +5,8 @@ parameters decided.
 
 It runs once the module is expanded (consts, metas and inline helpers
 substituted), so that the verifier and every later pass see extents,
-offsets and layouts as literals.
+offsets and layouts as literals.  The branches expand-inline decided and
+left as written (not expanded) are dropped first, never folded.
 
 A parameter written `bias: f16[N] if HAS_BIAS` is present when its
 condition folds to True (it becomes an ordinary parameter) and absent when
@@ -20,7 +21,7 @@ import attrs
 
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.fold import fold
+from tilec.compiler.fold import fold, prune
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.printer import print_expr
 
@@ -31,7 +32,7 @@ class FoldConstants(Pass):
     provides = frozenset({"folded"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        module = fold(module)
+        module = fold(prune(module))  # first the branches expand-inline left unexpanded, never folded
         return attrs.evolve(module, kernels=tuple(_decide_params(k) for k in module.kernels))
 
 

@@ -51,7 +51,7 @@ from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.visit import NameGen
-from tilec.compiler.fold import fold_expr
+from tilec.compiler.fold import branch_not_taken, fold_expr
 
 CONSTRUCTOR = "persistent_scheduler_2d"
 SIGNATURE = Signature.parse(
@@ -233,9 +233,12 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set, dict]:
         elif cls is For:
             taken.add(s.var)
         names = mentions[id(s)] = set()
+        untaken = branch_not_taken(s)  # as written, unexpanded: not lowered, dropped by fold-constants
+        skip = {id(c) for c in getattr(s, untaken)} if untaken else ()
         for child in visit.children(s):
             if isinstance(child, Stmt):
-                statement(child)
+                if id(child) not in skip:
+                    statement(child)
             else:
                 scan(child, names)
         taken.update(names)
@@ -323,8 +326,9 @@ class _Lowering:
             if ts is not None:
                 return self.method_stmt(ts, s.expr)
         changes = {}
+        untaken = branch_not_taken(s)
         for field in ("body", "then", "orelse"):
-            value = getattr(s, field, None)
+            value = getattr(s, field, None) if field != untaken else None
             if isinstance(value, tuple) and value:
                 changes[field] = self.block(value)
         if self.mentions[id(s)].isdisjoint(self.schedulers):
