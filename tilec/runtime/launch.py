@@ -41,7 +41,7 @@ from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.runtime import dims as runtime_dims, driver
-from tilec.runtime.launcher import BUFFER, SCALAR, SCALAR_CODES, Launcher
+from tilec.runtime.launcher import BUFFER, SCALAR, SCALAR_CODES, Launcher, programmatic_launch
 from tilec.runtime.tensormap import (
     TENSORMAP_ALIGN,
     TensorMapError,
@@ -894,17 +894,17 @@ class _KernelBody:
         """Whether a launch with the keyword `pdl` is programmatic: None
         (the default) for a kernel that waits on its grid dependency, never
         for one that does not; a LaunchError for pdl=True on such a kernel
-        or a `pdl` that is not a bool."""
-        if pdl is None:
-            return self.waits_grid_dependency
+        or a `pdl` that is not a bool (the rule is `programmatic_launch`'s,
+        which the fast path follows too)."""
+        decided = programmatic_launch(pdl, self.waits_grid_dependency)
+        if decided is not None:
+            return decided
         if not isinstance(pdl, bool):
             raise LaunchError(f"pdl={pdl!r}: expected True, False or None")
-        if pdl and not self.waits_grid_dependency:
-            raise LaunchError(
-                f"pdl=True: kernel '{self.name}' never executes ptx.griddepcontrol.wait, so a programmatic "
-                f"launch could let it read what the kernel before it has not yet written"
-            )
-        return pdl
+        raise LaunchError(
+            f"pdl=True: kernel '{self.name}' never executes ptx.griddepcontrol.wait, so a programmatic "
+            f"launch could let it read what the kernel before it has not yet written"
+        )
 
     def _encode(self, name: str, base: int, layout: Layout) -> bytes:
         """The encoded map `name` over `base`, kept per (map, address, its

@@ -195,7 +195,7 @@ class PyLauncher:
         tensor_type = self._tensor_type
         if tensor_type is None or len(args) != self._nargs:
             return -1
-        programmatic = _programmatic(pdl, self._programmatic)
+        programmatic = programmatic_launch(pdl, self._programmatic)
         if programmatic is None:
             return -1
         key = self._key(args, tensor_type)
@@ -230,10 +230,12 @@ class PyLauncher:
             return self._launch(ctypes.byref(config), self._function_address, params or None, None)
 
 
-def _programmatic(pdl, waits: bool) -> bool | None:
-    """Whether a launch is programmatic (as _launcher.c's read_pdl): None
-    is the kernel's default, False never, True only for a kernel that waits;
-    None for anything else (a miss: the slow path explains)."""
+def programmatic_launch(pdl, waits: bool) -> bool | None:
+    """Whether a launch with the keyword `pdl` is programmatic, for a kernel
+    that waits on its grid dependency (`waits`) or not (as _launcher.c's
+    read_pdl): pdl=None is the kernel's default, False never, True only for
+    a kernel that waits; None for anything else (a miss on the fast path;
+    the slow path, `_KernelBody.programmatic` in launch.py, says why)."""
     if pdl is None:
         return waits
     if pdl is False:
