@@ -17,7 +17,7 @@ from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
 from tilec.compiler.symbols import KernelSymbols
 from tilec.compiler.tile_op import TileOp
-from tilec.passes.dispatch.per_kernel import kernel_table
+from tilec.passes.dispatch.per_kernel import kernel_memo
 
 
 SIGNATURES = {
@@ -49,15 +49,10 @@ def region(expr: ir.Expr, syms: KernelSymbols, what: str, past_end: bool = False
     Read once per operand of a kernel: each predicate of each candidate
     variant reads the call's operands, and then the lowering does.  `what`
     only words an error, and an error is not kept (it is raised again)."""
-    memo = _REGIONS(syms)
-    key = (id(expr), past_end)
-    hit = memo.get(key)
-    if hit is None:
-        hit = memo[key] = (expr, _region(expr, syms, what, past_end))
-    return hit[1]
+    return _REGIONS(syms, expr, past_end, lambda: _region(expr, syms, what, past_end))
 
 
-_REGIONS = kernel_table()  # kernel symbols -> {(id(operand), past_end): (operand, Region)}
+_REGIONS = kernel_memo()  # (operand, past_end) -> its Region, per kernel
 
 
 def _region(expr: ir.Expr, syms: KernelSymbols, what: str, past_end: bool) -> Region:

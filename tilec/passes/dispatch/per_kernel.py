@@ -34,14 +34,26 @@ def last_call(fn):
     return memo
 
 
-def kernel_table():
-    """A function giving, for the kernel symbols it is called with, one dict
-    kept while dispatch lowers that kernel (`last_kernel`): a memo of a pure
-    reading of that kernel's buffers or operands, which every predicate of
-    every candidate variant and then the lowering itself would otherwise
-    recompute.  Entries keyed by an object's id keep the object too, so
-    that the id is not reused while the entry lives."""
-    return last_kernel(lambda syms: {})
+def kernel_memo():
+    """A memo of a pure reading of a kernel's objects (its buffers, its
+    operands), which every predicate of every candidate variant and then the
+    lowering itself would otherwise recompute: `memo(syms, obj, variant,
+    compute)` is `compute()`, worked out once per (obj, variant) while
+    dispatch lowers the kernel of `syms` (`last_kernel`).  An entry is keyed
+    by the object's id and keeps the object, so that the id is not reused
+    while the entry lives; an exception is not kept (it is raised again at
+    the next ask)."""
+    tables = last_kernel(lambda syms: {})
+
+    def memo(syms, obj, variant, compute):
+        table = tables(syms)
+        key = (id(obj), variant)
+        hit = table.get(key)
+        if hit is None:
+            hit = table[key] = (obj, compute())
+        return hit[1]
+
+    return memo
 
 
 @last_kernel

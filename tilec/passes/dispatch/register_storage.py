@@ -27,7 +27,7 @@ from tilec.compiler.region import Region
 from tilec.compiler.symbols import Buffer
 from tilec.compiler.value_types import FLOAT_TYPES, FP8_TYPES, INT_TYPES, value_type_of_dtype
 from tilec.passes.dispatch.build import add, conj, floordiv, mod, mul
-from tilec.passes.dispatch.per_kernel import kernel_table
+from tilec.passes.dispatch.per_kernel import kernel_memo
 from tilec.passes.dispatch.registry import Decline
 from tilec.passes.dispatch.threads import LEVEL_OF_AXIS, SCOPE_OF_LEVEL, Threads
 
@@ -151,15 +151,10 @@ def storage(buf: Buffer, threads: Threads, replicated: bool = False) -> Storage:
     is read by every predicate and lowering of every call naming it (an
     accumulator by each of its casts, copies and gemms).  A `Decline` is
     not kept (it is raised again at the next ask)."""
-    memo = _STORAGES(threads.syms)
-    key = (id(buf), replicated)
-    hit = memo.get(key)
-    if hit is None:
-        hit = memo[key] = (buf, _storage(buf, threads, replicated))
-    return hit[1]
+    return _STORAGES(threads.syms, buf, replicated, lambda: _storage(buf, threads, replicated))
 
 
-_STORAGES = kernel_table()  # kernel symbols -> {(id(buffer), replicated): (buffer, Storage)}
+_STORAGES = kernel_memo()  # (buffer, replicated) -> its Storage, per kernel
 
 
 def _storage(buf: Buffer, threads: Threads, replicated: bool) -> Storage:
