@@ -19,7 +19,6 @@ fixed + bytes / rate over the weights: a fixed cost no bandwidth removes.
 from __future__ import annotations
 
 import argparse
-import itertools
 from pathlib import Path
 
 import torch
@@ -27,7 +26,7 @@ import torch
 from gemm_sweep import LLM, copy_gbps
 from tilec.pipeline import compile_source
 from tilec.runtime.module import CompiledModule
-from tma_copy import hopper_properties, median_ms
+from tma_copy import hopper_properties, median_ms, taking_turns
 
 SOURCE = Path(__file__).resolve().parent / "decode_floor.tile"
 
@@ -74,10 +73,7 @@ def main() -> None:
         (n, k), = [(n, k) for m, l, n, k in LLM if (m, l) == (model, layer)]
         nbytes = 2 * n * k
         sets = [torch.randn(n, k, dtype=torch.float16, device="cuda") for _ in range(args.sets)]
-        turn = itertools.count()
-
-        def rotating(launch):
-            return lambda: launch(sets[next(turn) % len(sets)])
+        rotating = taking_turns([(B,) for B in sets])
 
         readers = {"torch B.sum(dtype=f32)": lambda B: B.sum(dtype=torch.float32)}
         for label, defines in configs(sms).items():

@@ -9,15 +9,15 @@ product.  A benchmark, not a test.
 """
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import torch
 
+from gemm import MAX_ERROR, relative_error
 from gemm_sweep import copy_gbps
 from tilec.pipeline import compile_source
 from tilec.runtime.module import CompiledModule
-from tma_copy import median_ms
+from tma_copy import median_ms, taking_turns
 
 SOURCE = Path(__file__).resolve().parent.parent / "examples" / "hopper" / "gemm_small_m.tile"
 
@@ -33,7 +33,7 @@ def main() -> None:
                      torch.randn(n, k, dtype=torch.float16, device="cuda"),
                      torch.empty(m, n, dtype=torch.float16, device="cuda")) for _ in range(3)]
             nbytes = 2 * (m * k + n * k + m * n)
-            turn = itertools.count()
+            rotating = taking_turns(sets)
             row = []
             for rows in (64, 32, 16):
                 defines = {"M": m, "N": n, "K": k, "ROWS": rows, "STAGES": 16 if m == 16 else 8}
@@ -44,10 +44,12 @@ def main() -> None:
                 kernel(A, B, D, stream=stream)
                 torch.cuda.synchronize()
                 ref = A.float() @ B.float().T
-                err = ((D.float() - ref).norm() / ref.norm()).item()
-                ms = median_ms(lambda: kernel(*sets[next(turn) % 3], stream=stream), 30, 5)
+                err = relative_error(D, ref)
+                if err >= MAX_ERROR:
+                    raise SystemExit(f"gemm_small_m ROWS={rows} M={m} N={n}: relative error {err}")
+                ms = median_ms(rotating(lambda A, B, D: kernel(A, B, D, stream=stream)), 30, 5)
                 row.append(f"ROWS={rows} {ms * 1e3:.2f} us {nbytes / ms / 1e6 / copy:.0%} err {err:.0e}")
-            cublas = median_ms(lambda: (lambda A, B, D: torch.matmul(A, B.T, out=D))(*sets[next(turn) % 3]), 30, 5)
+            cublas = median_ms(rotating(lambda A, B, D: torch.matmul(A, B.T, out=D)), 30, 5)
             print(f"M={m} N={n} K={k}: " + "; ".join(row) + f"; cuBLAS {cublas * 1e3:.2f} us")
 
 

@@ -41,7 +41,6 @@ fraction of torch's device-to-device copy measured in the same run.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import time
@@ -51,8 +50,8 @@ import torch
 
 from tilec import autotune
 from tilec.compiler.diagnostics import TilecError
-from gemm import DTYPES, EXAMPLES, MAX_ERROR, relative_error, source
-from tma_copy import median_ms, medians_ms
+from gemm import DTYPES, MAX_ERROR, relative_error, source
+from tma_copy import median_ms, medians_ms, taking_turns
 
 
 def cdiv(a: int, b: int) -> int:
@@ -257,11 +256,7 @@ def main() -> None:
             nbytes = 2 * (M * K + N * K + M * N)
             sets = [(torch.randn(M, K, dtype=tdt, device="cuda"), torch.randn(N, K, dtype=tdt, device="cuda"),
                      torch.empty(M, N, dtype=tdt, device="cuda")) for _ in range(args.sets_per_shape)]
-            turn = itertools.count()
-
-            def rotating(launch):
-                """`launch(A, B, D)` on the next input set at each call."""
-                return lambda: launch(*sets[next(turn) % len(sets)])
+            rotating = taking_turns(sets)  # `launch(A, B, D)` on the next input set at each call
 
             cublas = rotating(lambda A, B, D: torch.matmul(A, B.T, out=D))
             head = f"{dtype:<5} {label:<12}{M:>6}{N:>7}{K:>7}"

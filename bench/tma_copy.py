@@ -15,6 +15,7 @@ The target is at least 90% of torch's bandwidth.
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 from pathlib import Path
 
@@ -89,6 +90,19 @@ def medians_ms(launches, runs: int, warmup: int, before=None) -> list:
 
 def median_ms(launch, runs: int, warmup: int) -> float:
     return medians_ms([launch], runs, warmup)[0]
+
+
+def taking_turns(sets):
+    """`rotate(launch)`: a call of `launch(*s)` on the next input set `s` of
+    `sets` at each call.  The launches wrapped by one `rotate` share its
+    count, so launches timed in turn (`medians_ms`) walk the sets together
+    and no launch finds its inputs left in L2 by the launch before it."""
+    turn = itertools.count()
+
+    def rotate(launch):
+        return lambda: launch(*sets[next(turn) % len(sets)])
+
+    return rotate
 
 
 def main() -> None:

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import torch
 
-from tma_copy import medians_ms
+from gemm import MAX_ERROR, relative_error
+from tma_copy import medians_ms, taking_turns
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -90,14 +91,10 @@ def main() -> None:
             d.fill_(float("nan"))
             kern(a, b, d, stream=stream)
             torch.cuda.synchronize()
-            err = ((d.float() - ref).norm() / ref.norm()).item()
-            if not err < 1e-2:
+            err = relative_error(d, ref)
+            if not err < MAX_ERROR:
                 raise SystemExit(f"{m}x{n}x{k} {name}: relative error {err}")
-        turn = iter(range(10**9))
-
-        def rotating(f):
-            return lambda: f(*sets[next(turn) % len(sets)])
-
+        rotating = taking_turns(sets)
         launches = [rotating(lambda A, B, D: torch.matmul(A, B.T, out=D))]
         launches += [rotating(lambda A, B, D, kern=kern: kern(A, B, D, stream=stream)) for kern in kernels]
         reps = [medians_ms(launches, args.runs, 5) for _ in range(args.repeats)]
