@@ -3,16 +3,26 @@ back, with and without programmatic dependent launch (PDL), against cuBLAS,
 in one run on an H100.  A benchmark, not a test.
 
     python3 bench/decode_step.py [--ms 16 64 128] [--layers 8B:o 70B:qkv ...] [--chain 20]
-                                 [--runs 15] [--space quick|full] [--no-graph]
+                                 [--runs 15] [--space quick|full] [--kernels gemm_small_m hgemm_v7]
+                                 [--no-graph]
 
 The shapes are gemm_sweep.py's LLM projections (its `LLM` table) at the
-decode rows M <= 128, D = A @ B^T in f16.  Per shape, gemm_small_m's
-configuration is chosen by `tilec.autotune` over gemm_sweep's
-`small_m_space` (`--space full`; the default `quick` keeps its HINT = 1,
-STAGES 8 and 16 entries, the ones the sweep picked on every decode row but
-one), on the kernel without PDL; the same configuration is then compiled
-with `-D PDL=1` (examples/hopper/gemm_small_m.tile: B's first loads before
-the grid dependency wait).
+decode rows M <= 128, D = A @ B^T in f16.  Per shape, `tilec.autotune`
+tunes each kernel that can run it, on the kernel without PDL and one
+launch at a time as the sweep does, and the fastest kernel's configuration
+is then compiled with `-D PDL=1` (B's first loads before the grid
+dependency wait):
+
+- gemm_small_m (examples/hopper/gemm_small_m.tile) over gemm_sweep's
+  `small_m_space` (`--space full`; the default `quick` keeps its HINT = 1,
+  STAGES 8 and 16 entries, the ones the sweep picked on every decode row
+  but one);
+- hgemm_v7 (examples/hopper/hgemm_v7.tile, M >= 128) over gemm_sweep's
+  `v7_space`, which the sweep picks on some M = 128 rows.
+
+`--kernels gemm_small_m` restricts the choice to gemm_small_m, as this
+script chose before hgemm_v7 took PDL = 1.  gemm_small_m_split_k and
+_stream_k, which the sweep tunes too, have no PDL variant and are left out.
 
 What is timed, per shape, is a chain of `--chain` GEMMs launched back to
 back on one stream between one pair of CUDA events (queued behind a GPU
@@ -30,7 +40,8 @@ the median of `--runs` chains, the variants taking turns chain by chain:
   before touching A and D; it releases the next GEMM once it has issued
   its last load (TRIGGER = 1, the kernel's default);
 - PDL early: the same with TRIGGER = 0, releasing the next GEMM right
-  after its wait;
+  after its wait (gemm_small_m only: hgemm_v7 releases it after its last
+  load, "-" in its rows);
 - PDL=1 plain: the PDL kernel launched with pdl=False, which separates
   what the launch attribute gives from what the kernel's changed prologue
   costs.
@@ -60,7 +71,7 @@ import torch
 from tilec import autotune
 from tilec.api import read_source
 from gemm import MAX_ERROR, relative_error, source
-from gemm_sweep import LLM, copy_gbps, shapes, small_m_space
+from gemm_sweep import KERNELS as SWEEP_KERNELS, LLM, copy_gbps, shapes, small_m_space
 from tma_copy import hopper_properties, medians_ms
 
 SETS = 4  # input sets a chain rotates over: four distinct weights, more than L2 holds
@@ -68,6 +79,39 @@ SETS = 4  # input sets a chain rotates over: four distinct weights, more than L2
 
 def quick_space(m: int, n: int, k: int, sms: int) -> list[dict]:
     return [c for c in small_m_space(m, n, k, sms) if c["HINT"] == 1 and c["STAGES"] in (8, 16)]
+
+
+# The kernels with a PDL = 1 variant: its defines per column of the table
+PDL_COLUMNS = {
+    "gemm_small_m": {"PDL": {"PDL": 1, "TRIGGER": 1}, "PDL early": {"PDL": 1, "TRIGGER": 0}},
+    "hgemm_v7": {"PDL": {"PDL": 1}},
+}
+
+
+def pick(M: int, N: int, K: int, sms: int, kernels, space: str, runs: int):
+    """The kernel and configuration `tilec.autotune` finds fastest per
+    launch, without PDL, for an M x N x K GEMM among `kernels` (those of
+    them that can run it, gemm_sweep's KERNELS): (name, its tuned kernel,
+    its defines with the configuration)."""
+    sets = [(torch.randn(M, K, dtype=torch.float16, device="cuda"),
+             torch.randn(N, K, dtype=torch.float16, device="cuda"),
+             torch.empty(M, N, dtype=torch.float16, device="cuda")) for _ in range(3)]
+    best = None
+    for name in kernels:
+        fits, configs, _, _ = SWEEP_KERNELS[name]
+        if not fits(M, N, K, sms):
+            continue
+        if name == "gemm_small_m" and space == "quick":
+            configs = quick_space
+        defines = {"M": M, "N": N, "K": K, **({"SM_COUNT": sms} if name == "hgemm_v7" else {})}
+        tuned = autotune.tune(source(name, "f16"), configs(M, N, K, sms), sets, defines=defines,
+                              target="sm_90a", runs=runs, progress=False)
+        ms = tuned.times_ms[autotune.config_text(tuned.config)]
+        if best is None or ms < best[0]:
+            best = (ms, name, tuned.kernel, {**defines, **tuned.config})
+    if best is None:
+        raise SystemExit(f"none of {', '.join(kernels)} runs M={M} N={N} K={K}")
+    return best[1:]
 
 
 def chain(launch, sets, length: int):
@@ -102,6 +146,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--tune-runs", type=int, default=8)
     parser.add_argument("--space", choices=("quick", "full"), default="quick")
+    parser.add_argument("--kernels", nargs="+", choices=list(PDL_COLUMNS), default=list(PDL_COLUMNS),
+                        help="only these kernels are tuned")
     parser.add_argument("--no-graph", action="store_true", help="skip the CUDA graph replays")
     args = parser.parse_args()
     if any(m > 128 for m in args.ms):
@@ -110,32 +156,25 @@ def main() -> None:
     sms = props.multi_processor_count
     torch.backends.cuda.matmul.allow_tf32 = False
     copy = copy_gbps()
-    space = quick_space if args.space == "quick" else small_m_space
     layers = args.layers and [name.replace(":", " ") for name in args.layers]
     rows = list(shapes(["llm"], args.ms, layers=layers))
-    path = source("gemm_small_m", "f16")
     print(f"{torch.cuda.get_device_name(0)} ({sms} SMs); D = A @ B^T, f16; chains of {args.chain} GEMMs over "
           f"{SETS} input sets, median of {args.runs}; torch copy {copy:.0f} GB/s")
 
-    # each shape's configuration, tuned without PDL as the sweep tunes it
-    # (three rotating input sets), then every PDL = 1 kernel compiled in one
-    # parallel batch
-    configs = []
-    for label, M, N, K in rows:
-        tune_sets = [(torch.randn(M, K, dtype=torch.float16, device="cuda"),
-                      torch.randn(N, K, dtype=torch.float16, device="cuda"),
-                      torch.empty(M, N, dtype=torch.float16, device="cuda")) for _ in range(3)]
-        tuned = autotune.tune(path, space(M, N, K, sms), tune_sets, defines={"M": M, "N": N, "K": K},
-                              target="sm_90a", runs=args.tune_runs, progress=False)
-        configs.append((tuned.kernel, tuned.config))
-        del tune_sets
-    text, filename = read_source(path)
-    pdl_defines = [{trigger: {"M": M, "N": N, "K": K, **config, "PDL": 1, "TRIGGER": trigger} for trigger in (1, 0)}
-                   for (_, M, N, K), (_, config) in zip(rows, configs)]
-    batch = [d for both in pdl_defines for d in both.values()]
-    modules, rejected = autotune.compile_configs(text, filename, {}, batch, "sm_90a")
-    if rejected:
-        raise SystemExit(f"PDL kernels that did not compile: {rejected}")
+    # each shape's kernel and configuration, tuned without PDL as the sweep
+    # tunes them (three rotating input sets), then every PDL = 1 kernel
+    # compiled in one parallel batch per source
+    picks = [pick(M, N, K, sms, args.kernels, args.space, args.tune_runs) for _, M, N, K in rows]
+    pdl_defines = [{column: {**defines, **pdl} for column, pdl in PDL_COLUMNS[name].items()}
+                   for name, _, defines in picks]
+    modules = {}
+    for name in {name for name, _, _ in picks}:
+        text, filename = read_source(source(name, "f16"))
+        batch = [d for (kernel, _, _), columns in zip(picks, pdl_defines) if kernel == name for d in columns.values()]
+        built, rejected = autotune.compile_configs(text, filename, {}, batch, "sm_90a")
+        if rejected:
+            raise SystemExit(f"PDL kernels that did not compile: {rejected}")
+        modules.update({(name, config): module for config, module in built.items()})
 
     modes = ["stream"] + ([] if args.no_graph else ["graph"])
     print("us per GEMM; stream: launched on a stream, graph: replayed from a CUDA graph; ratio: cuBLAS / PDL")
@@ -143,8 +182,9 @@ def main() -> None:
           f"{'PDL early':>9} {'PDL=1 plain':>11}  {'PDL TF/s':>8} {'ratio':>6}  "
           f"{'of copy: cuBLAS / tilec / PDL':>29}  config")
     fractions = {mode: [] for mode in modes}
-    for (label, M, N, K), (plain_kernel, config), defines in zip(rows, configs, pdl_defines):
-        pdl_kernel, early_kernel = (modules[autotune.config_text(defines[t])].kernel() for t in (1, 0))
+    for (label, M, N, K), (kernel_name, plain_kernel, tuned), columns in zip(rows, picks, pdl_defines):
+        pdl = {column: modules[kernel_name, autotune.config_text(d)].kernel() for column, d in columns.items()}
+        config = {key: value for key, value in tuned.items() if key not in ("M", "N", "K", "SM_COUNT")}
         nbytes = 2 * (M * K + N * K + M * N)
         flop = 2.0 * M * N * K
         sets = [(torch.randn(M, K, dtype=torch.float16, device="cuda"),
@@ -152,10 +192,11 @@ def main() -> None:
         variants = {
             "cuBLAS": lambda A, B, D: torch.matmul(A, B.T, out=D),
             "tilec": lambda A, B, D: plain_kernel(A, B, D),
-            "PDL": lambda A, B, D: pdl_kernel(A, B, D),
-            "PDL early": lambda A, B, D: early_kernel(A, B, D),
-            "PDL=1 plain": lambda A, B, D: pdl_kernel(A, B, D, pdl=False),
+            "PDL": lambda A, B, D: pdl["PDL"](A, B, D),
         }
+        if "PDL early" in pdl:
+            variants["PDL early"] = lambda A, B, D: pdl["PDL early"](A, B, D)
+        variants["PDL=1 plain"] = lambda A, B, D: pdl["PDL"](A, B, D, pdl=False)
         outputs = {name: [torch.empty(M, N, dtype=torch.float16, device="cuda") for _ in sets] for name in variants}
         chains = {name: chain(launch, [(A, B, D) for (A, B), D in zip(sets, outputs[name])], args.chain)
                   for name, launch in variants.items()}
@@ -176,10 +217,11 @@ def main() -> None:
             t = dict(zip(variants, (ms * 1e3 / args.chain for ms in medians_ms(runs, args.runs, 2))))
             bw = [nbytes / t[name] / 1e3 / copy for name in ("cuBLAS", "tilec", "PDL")]
             fractions[mode].append(bw[2])
+            early = f"{t['PDL early']:.2f}" if "PDL early" in t else "-"
             print(f"{mode:<7}{label:<12}{M:>5}{N:>7}{K:>7}  {t['cuBLAS']:>7.2f} {t['tilec']:>7.2f} {t['PDL']:>7.2f} "
-                  f"{t['PDL early']:>9.2f} {t['PDL=1 plain']:>11.2f}  {flop / t['PDL'] / 1e6:>8.1f} "
+                  f"{early:>9} {t['PDL=1 plain']:>11.2f}  {flop / t['PDL'] / 1e6:>8.1f} "
                   f"{t['cuBLAS'] / t['PDL']:>6.3f}  "
-                  f"{' / '.join(f'{f:.0%}' for f in bw):>29}  {autotune.config_text(config)}")
+                  f"{' / '.join(f'{f:.0%}' for f in bw):>29}  {kernel_name} {autotune.config_text(config)}")
         del sets, outputs, chains
         torch.cuda.empty_cache()
     for mode in modes:
