@@ -4,7 +4,7 @@ in one run on an H100.  A benchmark, not a test.
 
     python3 bench/decode_step.py [--ms 16 64 128] [--layers 8B:o 70B:qkv ...] [--chain 20]
                                  [--runs 15] [--space quick|full] [--kernels gemm_small_m hgemm_v7]
-                                 [--no-graph]
+                                 [--tune launch|chain] [--no-graph]
 
 The shapes are gemm_sweep.py's LLM projections (its `LLM` table) at the
 decode rows M <= 128, D = A @ B^T in f16.  Per shape, `tilec.autotune`
@@ -22,7 +22,12 @@ dependency wait):
 
 `--kernels gemm_small_m` restricts the choice to gemm_small_m, as this
 script chose before hgemm_v7 took PDL = 1.  gemm_small_m_split_k and
-_stream_k, which the sweep tunes too, have no PDL variant and are left out.
+_stream_k, which the sweep tunes too, have no PDL variant and are left
+out.  `--tune chain` chooses instead by what the table measures: each
+configuration's PDL = 1 kernel timed in chains of `--chain` programmatic
+launches over four input sets (`tilec.autotune.tune(..., chain=)`), since
+a kernel's cost in a chain is not its cost alone (its prologue overlaps
+the kernel before).
 
 What is timed, per shape, is a chain of `--chain` GEMMs launched back to
 back on one stream between one pair of CUDA events (queued behind a GPU
@@ -81,21 +86,26 @@ def quick_space(m: int, n: int, k: int, sms: int) -> list[dict]:
     return [c for c in small_m_space(m, n, k, sms) if c["HINT"] == 1 and c["STAGES"] in (8, 16)]
 
 
-# The kernels with a PDL = 1 variant: its defines per column of the table
-PDL_COLUMNS = {
-    "gemm_small_m": {"PDL": {"PDL": 1, "TRIGGER": 1}, "PDL early": {"PDL": 1, "TRIGGER": 0}},
-    "hgemm_v7": {"PDL": {"PDL": 1}},
+# The kernels with a PDL = 1 variant: the defines of each of its columns
+# of the table ("tilec" is the kernel without PDL)
+COLUMNS = {
+    "gemm_small_m": {"tilec": {}, "PDL": {"PDL": 1, "TRIGGER": 1}, "PDL early": {"PDL": 1, "TRIGGER": 0}},
+    "hgemm_v7": {"tilec": {}, "PDL": {"PDL": 1}},
 }
 
 
-def pick(M: int, N: int, K: int, sms: int, kernels, space: str, runs: int):
-    """The kernel and configuration `tilec.autotune` finds fastest per
-    launch, without PDL, for an M x N x K GEMM among `kernels` (those of
-    them that can run it, gemm_sweep's KERNELS): (name, its tuned kernel,
-    its defines with the configuration)."""
+def pick(M: int, N: int, K: int, sms: int, kernels, space: str, runs: int, chain: int):
+    """The kernel and configuration `tilec.autotune` finds fastest for an
+    M x N x K GEMM among `kernels` (those of them that can run it,
+    gemm_sweep's KERNELS): (name, its defines with the configuration).
+    With `chain` 1, timed one launch at a time without PDL on three input
+    sets, as the sweep tunes; otherwise the PDL kernel (its "PDL" column)
+    timed in chains of `chain` programmatic launches on SETS input sets, as
+    the table below times it."""
     sets = [(torch.randn(M, K, dtype=torch.float16, device="cuda"),
              torch.randn(N, K, dtype=torch.float16, device="cuda"),
-             torch.empty(M, N, dtype=torch.float16, device="cuda")) for _ in range(3)]
+             torch.empty(M, N, dtype=torch.float16, device="cuda")) for _ in range(3 if chain == 1 else SETS)]
+    torch.cuda.synchronize()  # the weights are written before a programmatic launch's pre-wait loads
     best = None
     for name in kernels:
         fits, configs, _, _ = SWEEP_KERNELS[name]
@@ -104,11 +114,12 @@ def pick(M: int, N: int, K: int, sms: int, kernels, space: str, runs: int):
         if name == "gemm_small_m" and space == "quick":
             configs = quick_space
         defines = {"M": M, "N": N, "K": K, **({"SM_COUNT": sms} if name == "hgemm_v7" else {})}
-        tuned = autotune.tune(source(name, "f16"), configs(M, N, K, sms), sets, defines=defines,
-                              target="sm_90a", runs=runs, progress=False)
+        timed = {**defines, **(COLUMNS[name]["PDL"] if chain > 1 else {})}
+        tuned = autotune.tune(source(name, "f16"), configs(M, N, K, sms), sets, defines=timed,
+                              target="sm_90a", runs=runs, chain=chain, progress=False)
         ms = tuned.times_ms[autotune.config_text(tuned.config)]
         if best is None or ms < best[0]:
-            best = (ms, name, tuned.kernel, {**defines, **tuned.config})
+            best = (ms, name, {**defines, **tuned.config})
     if best is None:
         raise SystemExit(f"none of {', '.join(kernels)} runs M={M} N={N} K={K}")
     return best[1:]
@@ -146,8 +157,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--tune-runs", type=int, default=8)
     parser.add_argument("--space", choices=("quick", "full"), default="quick")
-    parser.add_argument("--kernels", nargs="+", choices=list(PDL_COLUMNS), default=list(PDL_COLUMNS),
+    parser.add_argument("--kernels", nargs="+", choices=list(COLUMNS), default=list(COLUMNS),
                         help="only these kernels are tuned")
+    parser.add_argument("--tune", choices=("launch", "chain"), default="launch",
+                        help="choose kernel and configuration per launch without PDL (as the sweep) "
+                             "or by their PDL kernels' time in chains of --chain launches")
     parser.add_argument("--no-graph", action="store_true", help="skip the CUDA graph replays")
     args = parser.parse_args()
     if any(m > 128 for m in args.ms):
@@ -159,21 +173,22 @@ def main() -> None:
     layers = args.layers and [name.replace(":", " ") for name in args.layers]
     rows = list(shapes(["llm"], args.ms, layers=layers))
     print(f"{torch.cuda.get_device_name(0)} ({sms} SMs); D = A @ B^T, f16; chains of {args.chain} GEMMs over "
-          f"{SETS} input sets, median of {args.runs}; torch copy {copy:.0f} GB/s")
+          f"{SETS} input sets, median of {args.runs}; torch copy {copy:.0f} GB/s; tuned per {args.tune}")
 
-    # each shape's kernel and configuration, tuned without PDL as the sweep
-    # tunes them (three rotating input sets), then every PDL = 1 kernel
-    # compiled in one parallel batch per source
-    picks = [pick(M, N, K, sms, args.kernels, args.space, args.tune_runs) for _, M, N, K in rows]
-    pdl_defines = [{column: {**defines, **pdl} for column, pdl in PDL_COLUMNS[name].items()}
-                   for name, _, defines in picks]
+    # each shape's kernel and configuration (`pick`), then every column's
+    # kernel compiled in one parallel batch per source
+    chain_length = 1 if args.tune == "launch" else args.chain
+    picks = [pick(M, N, K, sms, args.kernels, args.space, args.tune_runs, chain_length) for _, M, N, K in rows]
+    column_defines = [{column: {**defines, **extra} for column, extra in COLUMNS[name].items()}
+                      for name, defines in picks]
     modules = {}
-    for name in {name for name, _, _ in picks}:
+    for name in {name for name, _ in picks}:
         text, filename = read_source(source(name, "f16"))
-        batch = [d for (kernel, _, _), columns in zip(picks, pdl_defines) if kernel == name for d in columns.values()]
+        batch = [d for (kernel, _), columns in zip(picks, column_defines) if kernel == name
+                 for d in columns.values()]
         built, rejected = autotune.compile_configs(text, filename, {}, batch, "sm_90a")
         if rejected:
-            raise SystemExit(f"PDL kernels that did not compile: {rejected}")
+            raise SystemExit(f"kernels that did not compile: {rejected}")
         modules.update({(name, config): module for config, module in built.items()})
 
     modes = ["stream"] + ([] if args.no_graph else ["graph"])
@@ -182,8 +197,8 @@ def main() -> None:
           f"{'PDL early':>9} {'PDL=1 plain':>11}  {'PDL TF/s':>8} {'ratio':>6}  "
           f"{'of copy: cuBLAS / tilec / PDL':>29}  config")
     fractions = {mode: [] for mode in modes}
-    for (label, M, N, K), (kernel_name, plain_kernel, tuned), columns in zip(rows, picks, pdl_defines):
-        pdl = {column: modules[kernel_name, autotune.config_text(d)].kernel() for column, d in columns.items()}
+    for (label, M, N, K), (kernel_name, tuned), columns in zip(rows, picks, column_defines):
+        kernels = {column: modules[kernel_name, autotune.config_text(d)].kernel() for column, d in columns.items()}
         config = {key: value for key, value in tuned.items() if key not in ("M", "N", "K", "SM_COUNT")}
         nbytes = 2 * (M * K + N * K + M * N)
         flop = 2.0 * M * N * K
@@ -191,12 +206,12 @@ def main() -> None:
                  torch.randn(N, K, dtype=torch.float16, device="cuda")) for _ in range(SETS)]
         variants = {
             "cuBLAS": lambda A, B, D: torch.matmul(A, B.T, out=D),
-            "tilec": lambda A, B, D: plain_kernel(A, B, D),
-            "PDL": lambda A, B, D: pdl["PDL"](A, B, D),
+            "tilec": lambda A, B, D: kernels["tilec"](A, B, D),
+            "PDL": lambda A, B, D: kernels["PDL"](A, B, D),
         }
-        if "PDL early" in pdl:
-            variants["PDL early"] = lambda A, B, D: pdl["PDL early"](A, B, D)
-        variants["PDL=1 plain"] = lambda A, B, D: pdl["PDL"](A, B, D, pdl=False)
+        if "PDL early" in kernels:
+            variants["PDL early"] = lambda A, B, D: kernels["PDL early"](A, B, D)
+        variants["PDL=1 plain"] = lambda A, B, D: kernels["PDL"](A, B, D, pdl=False)
         outputs = {name: [torch.empty(M, N, dtype=torch.float16, device="cuda") for _ in sets] for name in variants}
         chains = {name: chain(launch, [(A, B, D) for (A, B), D in zip(sets, outputs[name])], args.chain)
                   for name, launch in variants.items()}

@@ -113,6 +113,47 @@ def test_the_gpu_sleep_is_one_thread_on_the_given_stream(monkeypatch):
     assert launched == [("tilec_autotune_sleep", (1, 1, 1), (1, 1, 1), 7, 1234)]
 
 
+def test_a_chain_times_launches_back_to_back_per_launch(monkeypatch):
+    """`chain` launches between one event pair, walking the argument sets
+    on across timings, behind a sleep that long times the usual, and the
+    median of each pair's time over `chain`; against a fake driver (the
+    timing itself is the GPU's)."""
+    from tilec.runtime import driver
+
+    log, events = [], iter(range(1000))
+    monkeypatch.setattr(driver, "stream_create", lambda: "stream")
+    monkeypatch.setattr(driver, "stream_synchronize", lambda stream: None)
+    monkeypatch.setattr(driver, "stream_destroy", lambda stream: None)
+    monkeypatch.setattr(driver, "event_create", lambda: next(events))
+    monkeypatch.setattr(driver, "event_destroy", lambda event: None)
+    monkeypatch.setattr(driver, "event_record", lambda event, stream: log.append(("event", event)))
+    monkeypatch.setattr(driver, "event_elapsed_ms", lambda start, end: {0: 9.0, 2: 6.0, 4: 12.0}[start])
+    monkeypatch.setattr(autotune, "_gpu_sleep", lambda stream, ns: log.append(("sleep", ns)))
+
+    def kernel(*args, grid, stream):
+        assert stream == "stream"
+        log.append(args)
+
+    sets = [("s0",), ("s1",), ("s2",)]
+    assert autotune._time(kernel, sets, None, runs=3, warmup=1, chain=3) == 3.0  # median(9, 6, 12) / 3
+    assert log == [("s0",)] + [
+        ("sleep", 3 * autotune.SLEEP_NS), ("event", 0), ("s0",), ("s1",), ("s2",), ("event", 1),
+        ("sleep", 3 * autotune.SLEEP_NS), ("event", 2), ("s0",), ("s1",), ("s2",), ("event", 3),
+        ("sleep", 3 * autotune.SLEEP_NS), ("event", 4), ("s0",), ("s1",), ("s2",), ("event", 5)]
+    log.clear()
+    events = iter(range(1000))
+    assert autotune._time(kernel, sets[:2], None, runs=3, warmup=1) == 9.0  # one launch per timing
+    assert [entry for entry in log if entry[0] != "event"] == [
+        ("s0",), ("sleep", autotune.SLEEP_NS), ("s0",), ("sleep", autotune.SLEEP_NS), ("s1",),
+        ("sleep", autotune.SLEEP_NS), ("s0",)]
+
+
+@pytest.mark.parametrize("chain", [0, -1, 2.0, True, "4"])
+def test_chain_must_be_a_positive_int(chain):
+    with pytest.raises(TilecError, match="chain must be a positive int"):
+        autotune.tune(V7, {"STAGES": [4]}, [()], chain=chain, enabled=False)
+
+
 @pytest.mark.gpu
 def test_the_gpu_sleep_keeps_the_stream_busy():
     """Timed launches queue behind it: it must last at least as asked."""
@@ -166,3 +207,31 @@ def test_tune_picks_a_working_configuration_and_remembers_it(tmp_path, monkeypat
     untuned = autotune.tune(V7, space, inputs, defines=fixed, enabled=False,
                             default={"BLK_N": 256, "STAGES": 4})
     assert untuned.how == "default" and untuned.config == {"BLK_N": 256, "STAGES": 4}
+
+
+@pytest.mark.gpu
+def test_tuning_programmatic_chains(tmp_path, monkeypatch):
+    """`chain` with a kernel that waits on its grid dependency: gemm_small_m
+    with PDL = 1, launched programmatically back to back while tuning,
+    gives a working kernel, and its winner is remembered apart from the
+    one-launch tuning of the same space."""
+    torch = pytest.importorskip("torch")
+    tmp_path.chmod(0o700)
+    monkeypatch.setenv("TILEC_CACHE_DIR", str(tmp_path))
+    M, N, K = 64, 2048, 1024
+    source = ROOT / "examples" / "hopper" / "gemm_small_m.tile"
+    space = {"STAGES": [4, 8]}
+    sets = [(torch.randn(M, K, dtype=torch.float16, device="cuda"), torch.randn(N, K, dtype=torch.float16, device="cuda"),
+             torch.full((M, N), float("nan"), dtype=torch.float16, device="cuda")) for _ in range(3)]
+    torch.cuda.synchronize()  # the weights are written before the first programmatic launch's pre-wait loads
+    fixed = {"M": M, "N": N, "K": K, "PDL": 1}
+    chained = autotune.tune(source, space, sets, defines=fixed, runs=5, chain=6, progress=False)
+    assert chained.how == "tuned" and len(chained.times_ms) == 2
+    single = autotune.tune(source, space, sets, defines=fixed, runs=5, progress=False)
+    assert single.how == "tuned"  # not the chain's winner read back
+    A, B, D = sets[0]
+    D.fill_(float("nan"))
+    chained.kernel(A, B, D)
+    torch.cuda.synchronize()
+    ref = A.float() @ B.float().T
+    assert float((D.float() - ref).norm() / ref.norm()) < 1e-2

@@ -123,6 +123,7 @@ def tune(
     grid=None,
     runs: int = 20,
     warmup: int = 3,
+    chain: int = 1,
     input_sets: int = 3,
     jobs: Optional[int] = None,
     enabled: Optional[bool] = None,
@@ -142,9 +143,15 @@ def tune(
     configuration, makes arguments whose shape depends on it (a split-K
     kernel's f32 partials and tile counters); they are made once per
     configuration, appended to each of its launches, and handed back with
-    the winner as `Tuned.workspace`.  A configuration that fails to compile or to
-    load (a compile-time assert, too much shared memory) is skipped with its
-    reason; if every one fails, the error lists them all."""
+    the winner as `Tuned.workspace`.  `chain` > 1 times that many launches
+    back to back between one event pair, each on the next argument set, and
+    counts their time per launch: what a kernel costs among dependent
+    kernels (a decode step's layers), where a kernel compiled to wait on its
+    grid dependency (programmatic dependent launch, docs/python.md) overlaps
+    the launch before, which a lone launch cannot show.  A configuration that
+    fails to compile or to load (a compile-time assert, too much shared
+    memory) is skipped with its reason; if every one fails, the error lists
+    them all."""
     from tilec.api import read_source
 
     text, filename = read_source(source)
@@ -152,6 +159,8 @@ def tune(
     fixed = dict(defines or {})
     for name in fixed:
         _check_name(name)
+    if not isinstance(chain, int) or isinstance(chain, bool) or chain < 1:
+        raise TilecError(f"autotune: chain must be a positive int (launches per timing), got {chain!r}")
     if default is not None:
         default = dict(default)
         if default not in candidates:
@@ -168,7 +177,7 @@ def tune(
     from tilec.runtime import driver
 
     dev = driver.device()
-    key = _key(text, filename, fixed, target, kernel, candidates, dev, bucket_of)
+    key = _key(text, filename, fixed, target, kernel, candidates, dev, bucket_of, chain)
     if key in _memo and _memo[key].defines == {**fixed, **_memo[key].config}:
         return _memo[key]
     remembered = _read_winner(key, candidates)
@@ -197,7 +206,7 @@ def tune(
             continue
         launch_grid = grid(config) if callable(grid) else grid
         extra = make_workspace(config)
-        times[name] = _time(k, [s + extra for s in sets], launch_grid, runs, warmup)
+        times[name] = _time(k, [s + extra for s in sets], launch_grid, runs, warmup, chain)
         kernels[name] = (k, config, extra)
         report.timed(name, times[name], min(times.values()))
     report.done()
@@ -342,10 +351,12 @@ def _gpu_sleep(stream: int, ns: int = SLEEP_NS) -> None:
     driver.launch(_sleep_function, (1, 1, 1), (1, 1, 1), (1, 1, 1), 0, stream, ctypes.addressof(params))
 
 
-def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
-    """Median milliseconds of `runs` launches, each between two CUDA events
-    on a stream of its own behind a GPU sleep (`_gpu_sleep`), rotating
-    through the argument sets."""
+def _time(kernel, sets, grid, runs: int, warmup: int, chain: int = 1) -> float:
+    """Median milliseconds per launch of `runs` timings, each of `chain`
+    launches back to back between two CUDA events on a stream of its own
+    behind a GPU sleep (`_gpu_sleep`, `chain` times the usual length, since
+    the host queues `chain` launches behind it), rotating through the
+    argument sets."""
     from tilec.runtime import driver
 
     stream = driver.stream_create()
@@ -354,11 +365,12 @@ def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
             kernel(*sets[i % len(sets)], grid=grid, stream=stream)
         events = [(driver.event_create(), driver.event_create()) for _ in range(runs)]
         for i, (start, end) in enumerate(events):
-            _gpu_sleep(stream)
+            _gpu_sleep(stream, SLEEP_NS * chain)
             driver.event_record(start, stream)
-            kernel(*sets[i % len(sets)], grid=grid, stream=stream)
+            for j in range(i * chain, (i + 1) * chain):
+                kernel(*sets[j % len(sets)], grid=grid, stream=stream)
             driver.event_record(end, stream)
-        times = [driver.event_elapsed_ms(start, end) for start, end in events]
+        times = [driver.event_elapsed_ms(start, end) / chain for start, end in events]
         for start, end in events:
             driver.event_destroy(start)
             driver.event_destroy(end)
@@ -368,7 +380,7 @@ def _time(kernel, sets, grid, runs: int, warmup: int) -> float:
     return statistics.median(times)
 
 
-def _key(text, filename, fixed, target, kernel, candidates, dev, bucket_of) -> str:
+def _key(text, filename, fixed, target, kernel, candidates, dev, bucket_of, chain) -> str:
     from tilec.compiler import source
     from tilec.runtime import cache
 
@@ -379,6 +391,7 @@ def _key(text, filename, fixed, target, kernel, candidates, dev, bucket_of) -> s
             "kernel": kernel,
             "space": [sorted(c.items()) for c in candidates],
             "device": [dev.name, dev.compute_capability, dev.sm_count],
+            "chain": chain,
         },
         sort_keys=True,
     )
