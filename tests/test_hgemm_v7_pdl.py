@@ -79,7 +79,7 @@ def test_simulated_pdl_loads_only_weights_before_the_wait(m, n, k, defines):
             {"A": mine * k_tiles, "B": mine * k_tiles - (pre if mine else 0)})
         # one release of the next kernel, after the CTA's last load
         (at,) = [i for i, c in zip(model.triggers, model.trigger_ctas) if c == cta]
-        assert [c for c in model.load_ctas[:at]].count(cta) == len(own)
+        assert model.load_ctas[:at].count(cta) == len(own)
     consumers = 128 * (blk_m // 64)
     assert len(model.waited) == ctas * (1 + consumers)
 
