@@ -33,7 +33,10 @@ from tilec.compiler.layout import TileLayout, fuse_contiguous, storage_size
 from tilec.compiler.layout_axes import LayoutError, is_thread
 from tilec.compiler.symbols import Buffer, check_element
 from tilec.compiler.value_types import value_type_of_dtype
+from tilec.passes.emit_ptx.expressions import imm_value, wrap
 from tilec.passes.emit_ptx.registers import Operand
+
+_SMALL = 1 << 31  # constant digits, strides and offsets below this fold as Python ints (`axis_offsets`)
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
 
@@ -81,8 +84,8 @@ class Addressing:
     `regs`, `syms`, and the tables `bases` (buffer name -> base address
     operand), `reg_arrays` (storage root -> list of registers) and
     `packed_arrays` (storage root -> its b32 words), and keeps
-    its per-buffer caches in `grouped`, `const_slots` and `register_refs`
-    (layouts are `Buffer.tile_layout`, cached on the buffer)."""
+    its per-buffer caches in `grouped`, `const_slots`, `register_refs` and
+    `index_refs` (layouts are `Buffer.tile_layout`, cached on the buffer)."""
 
     # ---- layouts --------------------------------------------------------
 
@@ -103,9 +106,15 @@ class Addressing:
         """Per axis in `keep` (a predicate on axis names), the offset of element
         `indices` before the swizzle; other axes' digits are not computed."""
         g, dims = self.dim_iters(buf)
-        sums: Dict[str, Operand] = {}
+        sums: Dict[str, object] = {}  # per axis: an int while every term so far is constant, else an Operand
         for idx_expr, iters in zip(indices, dims):
+            if type(idx_expr) is ir.Int and 0 <= idx_expr.value < _SMALL:
+                self._constant_digits(idx_expr.value, iters, keep, t, sums)
+                continue
             idx = self.value(idx_expr, t)
+            if not idx.is_reg and 0 <= imm_value(idx) < _SMALL:
+                self._constant_digits(imm_value(idx), iters, keep, t, sums)
+                continue
             inner = 1
             for j in range(len(iters) - 1, -1, -1):
                 it = iters[j]
@@ -114,19 +123,59 @@ class Addressing:
                     if j > 0:  # the outermost digit of an in-bounds index needs no wrap
                         digit = self.arith("%", digit, self.imm(it.extent, t), t)
                     term = self.arith("*", digit, self.imm(it.stride, t), t)
-                    sums[it.axis] = self.arith("+", sums[it.axis], term, t) if it.axis in sums else term
+                    self._add_term(sums, it.axis, term, t)
                 inner *= it.extent
         for name, value in g.layout.offset:
             if keep(name):
-                base = sums.get(name, self.imm(0, t))
-                sums[name] = self.arith("+", base, self.imm(value, t), t)
-        return sums
+                base = sums.get(name, 0)
+                sums[name] = self.arith("+", self._operand(base, t), self.imm(value, t), t)
+        return {axis: self._operand(v, t) for axis, v in sums.items()}
+
+    def _constant_digits(self, v: int, iters, keep, t: str, sums) -> None:
+        """`axis_offsets` for one constant index `v` in [0, 2**31): its digits
+        and terms are Python ints, computed as the folding `arith` would
+        (wrapped to `t` where a product may leave the range), so a constant
+        element costs no operands; the constants of the layout are checked
+        to fit as `imm` checks them."""
+        inner = 1
+        for j in range(len(iters) - 1, -1, -1):
+            it = iters[j]
+            if it.extent > 1 and keep(it.axis):
+                if not (inner < _SMALL and it.extent < _SMALL and 0 <= it.stride < _SMALL):
+                    self.imm(inner, t), self.imm(it.extent, t), self.imm(it.stride, t)  # the errors `imm` gives
+                digit = v // inner
+                if j > 0:
+                    digit %= it.extent
+                term = digit * it.stride
+                if not 0 <= term < _SMALL:
+                    term = wrap(term, t)
+                self._add_term(sums, it.axis, term, t)
+            inner *= it.extent
+
+    def _add_term(self, sums, axis: str, term, t: str) -> None:
+        """sums[axis] += term; ints add as ints (wrapped to `t` as the folding
+        `arith` wraps), anything else through `arith`."""
+        s = sums.get(axis)
+        if s is None:
+            sums[axis] = term
+        elif type(s) is int and type(term) is int:
+            s += term
+            sums[axis] = s if 0 <= s < _SMALL else wrap(s, t)
+        else:
+            sums[axis] = self.arith("+", self._operand(s, t), self._operand(term, t), t)
+
+    def _operand(self, v, t: str) -> Operand:
+        return self.imm(v, t) if type(v) is int else v
 
     def swizzled(self, m: Operand, layout: TileLayout, t: str) -> Operand:
         sw = layout.swizzle
         if sw is None or sw.swizzle_bits == 0:
             return m
         p, b, a = sw.per_element, sw.swizzle_bits, sw.atom_bits
+        if not m.is_reg:  # what the folding `arith` below computes, on ints
+            v = imm_value(m)
+            bits = wrap(wrap(v >> (p + a), t) & ((1 << b) - 1), t)
+            return self.imm(wrap(v ^ wrap(bits << p, t), t), t)
         src = self.arith(">>", m, self.imm(p + a, "u32"), t)
         bits = self.arith("&", src, self.imm((1 << b) - 1, t), t)
         return self.arith("^", m, self.arith("<<", bits, self.imm(p, "u32"), t), t)
@@ -268,18 +317,27 @@ class Addressing:
     def element_ref(self, e: ir.Index) -> Ref:
         """Where element `e` lives.  A register-array element at constant
         indices is the same register wherever it is named, so its `Ref` is
-        kept (`register_refs`, by buffer name and indices) until a register
-        array is declared again: a lowered GEMM names each accumulator
-        register in every instruction."""
+        kept (`register_refs`, by buffer name and indices, and `index_refs`,
+        by the node: lowered IR shares an element's node between the
+        instructions naming it) until a register array is declared again: a
+        lowered GEMM names each accumulator register in every instruction."""
+        hit = self.index_refs.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
         key = None
-        if type(e.base) is ir.Name and all(type(i) is ir.Int for i in e.indices):
-            key = (e.base.id, tuple(i.value for i in e.indices))
-            ref = self.register_refs.get(key)
-            if ref is not None:
-                return ref
+        indices = e.indices
+        if type(e.base) is ir.Name:
+            values = [i.value for i in indices if type(i) is ir.Int]
+            if len(values) == len(indices):
+                key = (e.base.id, *values)
+                ref = self.register_refs.get(key)
+                if ref is not None:
+                    self.index_refs[id(e)] = (e, ref)
+                    return ref
         ref = self._element_ref(e)
         if key is not None and (ref.reg is not None or ref.word is not None):
             self.register_refs[key] = ref
+            self.index_refs[id(e)] = (e, ref)
         return ref
 
     def _element_ref(self, e: ir.Index) -> Ref:

@@ -124,7 +124,8 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.reg_arrays: Dict[str, List[Operand]] = {}
         self.grouped = {}
         self.const_slots = {}
-        self.register_refs = {}  # (buffer name, constant indices) -> Ref of a register-array element
+        self.register_refs = {}  # (buffer name, *constant indices) -> Ref of a register-array element
+        self.index_refs = {}  # id(Index node) -> (the node, its Ref), for the same elements
         self.int_immediates: Dict[tuple, Operand] = {}  # (int, type) -> its immediate (`imm`)
         self.decls: List[str] = []
         self.uses_dyn = False
@@ -478,6 +479,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
                 self.bases[buf.name] = base
             else:
                 self.register_refs.clear()  # a root declared again (an unrolled body) gets new registers
+                self.index_refs.clear()
                 t = value_type_of_dtype(buf.dtype)
                 if t not in VALUE_TYPES:
                     raise TilecError(

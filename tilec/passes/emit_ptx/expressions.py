@@ -36,7 +36,7 @@ def _is_int_like(t: str) -> bool:
     return is_int(t) or t in POINTER_TYPES
 
 
-def _wrap(v: int, t: str) -> int:
+def wrap(v: int, t: str) -> int:
     bits = width(t)
     v &= (1 << bits) - 1
     if is_signed(t) and v >= 1 << (bits - 1):
@@ -44,7 +44,7 @@ def _wrap(v: int, t: str) -> int:
     return v
 
 
-def _imm_value(op: Operand):
+def imm_value(op: Operand):
     """The Python value of an immediate operand."""
     t = op.type
     if t == "f32":
@@ -146,23 +146,15 @@ class Expressions:
         return op
 
     def _value(self, e: ir.Expr) -> Operand:
-        if isinstance(e, ir.Name):
-            return self.binding(e)
-        if isinstance(e, ir.Binary):
-            return self.binary(e)
-        if isinstance(e, ir.Unary):
-            return self.unary(e)
-        if isinstance(e, ir.Select):
-            return self.select(e)
-        if isinstance(e, ir.Index):
-            return self.load(e)
-        if isinstance(e, ir.Method):
-            self.syms.type_of(e)
-            return self.ptr_to(e)
-        if isinstance(e, ir.Call):
-            return self.call_value(e)
-        self.syms.type_of(e)  # raises the located error for non-values
-        raise TilecError(f"cannot emit {type(e).__name__}", e.span)
+        how = _VALUE_OF.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
+        if how is None:
+            self.syms.type_of(e)  # raises the located error for non-values
+            raise TilecError(f"cannot emit {type(e).__name__}", e.span)
+        return how(self, e)
+
+    def method_value(self, e: ir.Method) -> Operand:
+        self.syms.type_of(e)
+        return self.ptr_to(e)
 
     def binary(self, e: ir.Binary) -> Operand:
         op = e.op
@@ -204,9 +196,9 @@ class Expressions:
     def arith(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
         """`a op b` on operands already of type `t` (the shift amount `b` is u32)."""
         if not a.is_reg and not b.is_reg and t != "bool" and not is_float(t):
-            x, y = _imm_value(a), _imm_value(b)
+            x, y = imm_value(a), imm_value(b)
             if not (op in ("//", "%") and y == 0):
-                return self.imm(_wrap(_fold(op, x, y, t), t), t)
+                return self.imm(wrap(_fold(op, x, y, t), t), t)
         if t == "bool":
             return self._binop(f"{ {'&': 'and', '|': 'or', '^': 'xor'}[op]}.pred", a, b, t)
         if t in _HALF:
@@ -221,8 +213,8 @@ class Expressions:
 
     def int_arith(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
         pt, bt = ptx_type(t), bit_type(t)
-        bv = None if b.is_reg else _imm_value(b)
-        av = None if a.is_reg else _imm_value(a)
+        bv = None if b.is_reg else imm_value(b)
+        av = None if a.is_reg else imm_value(a)
         # identities that keep index arithmetic short
         if op in ("+", "-", "|", "^", "<<", ">>") and bv == 0:
             return a
@@ -278,7 +270,7 @@ class Expressions:
         if t == "u32":
             hi = self._binop("mul.hi.u32", a, mul, t)
             half = self._binop("shr.u32", self._binop("sub.u32", a, hi, t), self.imm(1, "u32"), t)
-            shift = self.imm(_imm_value(shift) - 1, "u32")
+            shift = self.imm(imm_value(shift) - 1, "u32")
             q = self._binop("shr.u32", self._binop("add.u32", hi, half, t), shift, t)
             if op == "//":
                 return q
@@ -287,7 +279,7 @@ class Expressions:
             sign = self._binop("shr.s32", a, self.imm(31, "u32"), "i32")
             u = self.reinterpret(self._binop("xor.b32", a, sign, "i32"), "u32")
         else:  # a constant numerator: u and the sign are known
-            v = _imm_value(a)
+            v = imm_value(a)
             sign = None if v >= 0 else self.imm(-1, "i32")
             u = self.imm(v if v >= 0 else ~v, "u32")
         hi = self._binop("mul.hi.u32", u, mul, "u32")
@@ -329,7 +321,7 @@ class Expressions:
     def compare(self, op: str, a: Operand, b: Operand) -> Operand:
         t = a.type
         if not a.is_reg and not b.is_reg and not is_float(t):
-            x, y = _imm_value(a), _imm_value(b)
+            x, y = imm_value(a), imm_value(b)
             result = {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
             return immediate(result, "bool")
         if t == "bool":
@@ -350,12 +342,12 @@ class Expressions:
         t = self.syms.type_of(e)
         a = self.value(e.operand, t)
         if not a.is_reg and t not in _HALF:
-            v = _imm_value(a)
+            v = imm_value(a)
             if e.op == "not":
                 return immediate(not v, "bool")
             if e.op == "-" and is_float(t):
                 return self.imm(-v, t)
-            return self.imm(_wrap(-v if e.op == "-" else ~v, t), t)
+            return self.imm(wrap(-v if e.op == "-" else ~v, t), t)
         if e.op == "not":
             return self._unop("not.pred", a, t)
         if e.op == "~":
@@ -387,7 +379,7 @@ class Expressions:
             return d
         a, b = self.value(e.then, t), self.value(e.orelse, t)
         if not c.is_reg:
-            return a if _imm_value(c) else b
+            return a if imm_value(c) else b
         d = self.regs.temp(t)
         if t == "bool":
             self.line(f"@{c} mov.pred {d}, {self.reg(a)};")
@@ -423,7 +415,7 @@ class Expressions:
         if f in ("min", "max"):
             a, b = self.value(bound["a"], t), self.value(bound["b"], t)
             if not a.is_reg and not b.is_reg and not is_float(t):
-                x, y = _imm_value(a), _imm_value(b)
+                x, y = imm_value(a), imm_value(b)
                 return self.imm(min(x, y) if f == "min" else max(x, y), t)
             if t in _HALF:
                 r = self._binop(f"{f}.f32", self.convert(a, "f32"), self.convert(b, "f32"), "f32")
@@ -501,9 +493,9 @@ class Expressions:
         if rounding is not None and not rounds:
             raise TilecError(f"converting {s} to {t} is exact and takes no rounding", span)
         if not a.is_reg and not (is_float(s) and _is_int_like(t)) and not rounding:
-            v = _imm_value(a)
+            v = imm_value(a)
             if _is_int_like(t):
-                return self.imm(_wrap(v, t), t, span)
+                return self.imm(wrap(v, t), t, span)
             if t in _HALF or (is_float(s) and width(t) < width(s)):
                 return self.convert(self.reg(a), t, rounding, span)
             return self.imm(float(v), t, span)
@@ -569,6 +561,18 @@ class Expressions:
         d = self.regs.temp(t)
         self.line(f"{opcode} {d}, {self.reg(a)};")
         return d
+
+
+_VALUE_OF = {
+    ir.Name: lambda k, e: k.binding(e),
+    ir.Binary: Expressions.binary,
+    ir.Unary: Expressions.unary,
+    ir.Select: Expressions.select,
+    ir.Index: lambda k, e: k.load(e),
+    ir.Method: Expressions.method_value,
+    ir.Call: Expressions.call_value,
+}
+"""How `Expressions._value` evaluates each class of expression node."""
 
 
 def _int_ptx(t: str) -> str:

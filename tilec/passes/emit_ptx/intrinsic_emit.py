@@ -6,6 +6,7 @@ operand text, so a new row never deals with registers, immediates, address
 spaces or write-back itself."""
 from __future__ import annotations
 
+import functools
 from types import SimpleNamespace
 from typing import List, Optional
 
@@ -15,6 +16,18 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.intrinsics import Operands
 from tilec.compiler.value_types import assignable
 from tilec.passes.emit_ptx.registers import Operand
+
+
+@functools.lru_cache(maxsize=None)
+def _register_types(want: str) -> frozenset:
+    """The register types a `reg`/`regs` operand of type `want` ("f32",
+    "f16x2|u32"...) takes: those named, and a 32- or 64-bit integer of
+    either signedness for "u32"/"i32" and "u64"/"i64"."""
+    types = set(want.split("|"))
+    for same in (("u32", "i32"), ("u64", "i64")):
+        if want in same:
+            types.update(same)
+    return frozenset(types)
 
 
 class EmitAPI:
@@ -195,7 +208,6 @@ class IntrinsicCalls:
                 writebacks.append((arg, reg))
         else:
             raise TilecError(f"{what} must be a register-array element or a mutable scalar", arg.span)
-        if reg.type not in want.split("|") and not (want in ("u32", "i32") and reg.type in ("u32", "i32")) \
-                and not (want in ("u64", "i64") and reg.type in ("u64", "i64")):
+        if reg.type not in _register_types(want):
             raise TilecError(f"{what} must be a {want} register, got a {reg.type}", arg.span)
         return reg
