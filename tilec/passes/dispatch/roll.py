@@ -1,6 +1,8 @@
 """Readable output: repetitive statements written back as `unroll` loops."""
 from __future__ import annotations
 
+import operator
+
 import attrs
 
 from tilec.compiler import ir, visit
@@ -8,32 +10,58 @@ from tilec.passes.dispatch.build import add, mul
 from tilec.passes.dispatch.registry import DispatchContext
 
 
-_EQ_FIELDS: dict = {}  # node class -> the fields its equality compares (all but the span)
+_EQ_FIELDS: dict = {}  # node class -> a getter of the fields its equality compares (all but the span), as a tuple
+_TUPLE = object()  # marks a tuple field's items in a key
 
 
-def _shape(node: ir.Node, ints: list):
-    """`node` with its integers left out, as a key (nested tuples) that
+def _eq_getter(cls):
+    names = tuple(f.name for f in attrs.fields(cls) if f.eq)
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        getter = lambda n: (one(n),)  # noqa: E731
+    elif names:
+        getter = operator.attrgetter(*names)
+    else:
+        getter = lambda n: ()  # noqa: E731
+    _EQ_FIELDS[cls] = getter
+    return getter
+
+
+def _shape(node: ir.Node, ints: list) -> tuple:
+    """`node` with its integers left out, as a key (a flat tuple) that
     compares equal exactly when two nodes would after every `Int` became
     `Int(0)` (attrs equality: the class, then every field but the span);
     the integers are appended to `ints` in walk (pre-)order.  Comparing keys
     is one C-level tuple comparison, where rebuilt trees compared node by
-    node through attrs' `__eq__`."""
-    if isinstance(node, ir.Int):
-        ints.append(node.value)
-        return ir.Int
-    cls = type(node)
-    names = _EQ_FIELDS.get(cls)
-    if names is None:
-        names = _EQ_FIELDS[cls] = tuple(f.name for f in attrs.fields(cls) if f.eq)
-    return (cls,) + tuple(_field_shape(getattr(node, name), ints) for name in names)
-
-
-def _field_shape(value, ints: list):
-    if isinstance(value, ir.Node):
-        return _shape(value, ints)
-    if isinstance(value, tuple):
-        return tuple(_field_shape(v, ints) for v in value)
-    return value
+    node through attrs' `__eq__`; the key lists, in pre-order, each node's
+    class and then its fields (a tuple as `_TUPLE`, its length, its items),
+    which a node's class makes unambiguous, and is built in one loop over an
+    explicit stack (a roll keys every statement a lowering builds, most of
+    which roll does not change)."""
+    key = []
+    stack = [node]
+    pop, push, extend = stack.pop, key.append, stack.extend
+    Node, Int, getters = ir.Node, ir.Int, _EQ_FIELDS
+    while stack:
+        v = pop()
+        cls = type(v)
+        if cls is Int:
+            ints.append(v.value)
+            push(Int)
+        elif isinstance(v, Node):
+            push(cls)
+            try:
+                getter = getters[cls]
+            except KeyError:
+                getter = _eq_getter(cls)
+            extend(reversed(getter(v)))
+        elif cls is tuple:
+            push(_TUPLE)
+            push(len(v))
+            extend(reversed(v))
+        else:
+            push(v)
+    return tuple(key)
 
 
 def _template(stmt: ir.Stmt, var: ir.Name, first: list, step: list) -> ir.Stmt:
