@@ -255,8 +255,40 @@ def register_element(buf: Buffer, coord: Sequence[int], span: Optional[ir.Span] 
     A lowering passes its call's `span`: dispatch places every node a
     lowering builds at the call (`lower_calls._locate`), and these element
     names, by the hundred in a GEMM's casts and copies, then need no
-    rebuilding there."""
-    return ir.Index(ir.Name(buf.name, span=span), tuple(ir.Int(c, span=span) for c in coord), span=span)
+    rebuilding there.  Located elements are built once per call and span
+    (`_made_at`), and their leaves (the buffer's name, each index) are
+    shared: the IR is immutable, and a cast of 64 elements names two
+    buffers and a few distinct indices."""
+    if span is None:
+        return ir.Index(ir.Name(buf.name), tuple([ir.Int(c) for c in coord]))
+    made = _made_at(span)
+    key = (buf.name, tuple(coord))
+    elem = made.get(key)
+    if elem is None:
+        leaf = made.get
+        name = leaf(buf.name)
+        if name is None:
+            name = made[buf.name] = ir.Name(buf.name, span=span)
+        indices = []
+        for c in coord:
+            i = leaf(c)
+            if i is None:
+                i = made[c] = ir.Int(c, span=span)
+            indices.append(i)
+        elem = made[key] = ir.Index(name, tuple(indices), span=span)
+    return elem
+
+
+_MADE = [None, {}]
+
+
+def _made_at(span: ir.Span) -> dict:
+    """What `register_element` built at `span` (the call being lowered:
+    elements keyed by (buffer, coordinate), names by name, indices by
+    value), kept until elements are asked for at another span."""
+    if _MADE[0] is not span:
+        _MADE[0], _MADE[1] = span, {}
+    return _MADE[1]
 
 
 def check_scope(st: Storage, scope: str, threads: Threads, what: str) -> None:
@@ -288,9 +320,18 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
     thread (a region that cuts through the thread pattern)."""
     held = _held_slots(reg, st)
     shift = st.offset_exprs(axes)
-    return [
-        Held(s, c, tuple(add(ir.Int(b), shift[d]) for b, d in zip(base, reg.dims)), base) for s, c, base in held
-    ]
+    dims = reg.dims
+    index: dict = {}  # (base, dim) -> base + the thread's shift: a few values per dim, shared by many slots
+    out = []
+    for s, c, base in held:
+        parts = []
+        for b, d in zip(base, dims):
+            e = index.get((b, d))
+            if e is None:
+                e = index[(b, d)] = add(ir.Int(b), shift[d])
+            parts.append(e)
+        out.append(Held(s, c, tuple(parts), base))
+    return out
 
 
 def _held_slots(reg: Region, st: Storage) -> tuple:
@@ -313,11 +354,12 @@ def _find_held_slots(reg: Region, st: Storage, starts: tuple) -> tuple:
     for t in st.terms:
         reach[t.dim] += (t.extent - 1) * t.inner
     out = []
+    extents, dims = reg.extents, reg.dims
     for s, c in enumerate(st.slots):
         if c is None:
             continue
-        inside = [a <= lo and lo + r < a + e for lo, r, a, e in zip(c, reach, starts, reg.extents)]
-        outside = [lo + r < a or lo >= a + e for lo, r, a, e in zip(c, reach, starts, reg.extents)]
+        inside = [a <= lo and lo + r < a + e for lo, r, a, e in zip(c, reach, starts, extents)]
+        outside = [lo + r < a or lo >= a + e for lo, r, a, e in zip(c, reach, starts, extents)]
         if any(outside):
             continue
         if not all(inside):
@@ -325,7 +367,7 @@ def _find_held_slots(reg: Region, st: Storage, starts: tuple) -> tuple:
                 f"region '{print_expr(reg.expr)}' splits the elements of register slot {s} "
                 "between threads; copy whole fragments"
             )
-        out.append((s, c, tuple(c[d] - starts[d] for d in reg.dims)))
+        out.append((s, c, tuple(c[d] - starts[d] for d in dims)))
     return tuple(out)
 
 
@@ -370,9 +412,10 @@ def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
     slot_of = sd.slot_of()
     pairs = []
     axis_exprs(ss, threads)  # `Decline` where the kernel declares no id that gives a position ss uses
+    dims = dst.dims
     for _, coord, base in _held_slots(src, ss):
         cd = list(dstarts)
-        for d, b in zip(dst.dims, base):
+        for d, b in zip(dims, base):
             cd[d] += b
         if tuple(cd) not in slot_of:
             raise Decline(f"thread 0 holds {src.name}{list(coord)} but not {dst.name}{cd}; the layouts do not match")
