@@ -81,17 +81,25 @@ def lower(op, ctx) -> List[ir.Stmt]:
     values = fragment_elements(frag, threads, [(MMA_M * i, 0) for i in range(rows // MMA_M)], cols, "the fragment", op.span)
     lane = threads.require(threads.axis("laneid"), "the lane")
     warp = threads.require(threads.axis("wid_in_wg"), "the warp in its warpgroup")
+    # what a matrix's lane address adds to its block's and its column's, by matrices per
+    # instruction: the same for every instruction, so built once
+    warp_rows, lane_parts = mul(warp, 16), {}
+    for num in {4 if j + 1 < cols // ROWS else 2 for j in range(0, cols // ROWS, 2)}:
+        # lane l points at row l % 8 of matrix q = (l / 8) % num: rows 8 (q % 2) of the
+        # warp's 16, columns 8 (j + q / 2)
+        q = floordiv(lane, ROWS) if num == 4 else mod(floordiv(lane, ROWS), 2)
+        lane_parts[num] = (add(mul(mod(q, 2), ROWS), mod(lane, ROWS)),
+                           mul(floordiv(q, 2), ROWS) if num == 4 else None,
+                           (ir.Keyword("num", ir.Int(num)),))
     stmts = []
     for i, tile in enumerate(values):
+        band = add(ir.Int(MMA_M * i), warp_rows)
         for j in range(0, cols // ROWS, 2):
             num = 4 if j + 1 < cols // ROWS else 2
-            # lane l points at row l % 8 of matrix q = (l / 8) % num: rows 8 (q % 2) of the
-            # warp's 16, columns 8 (j + q / 2)
-            q = floordiv(lane, ROWS) if num == 4 else mod(floordiv(lane, ROWS), 2)
-            row = add(add(ir.Int(MMA_M * i), mul(warp, 16)), add(mul(mod(q, 2), ROWS), mod(lane, ROWS)))
-            col = add(ir.Int(ROWS * j), mul(floordiv(q, 2), ROWS)) if num == 4 else ir.Int(ROWS * j)
+            lane_row, lane_col, kwargs = lane_parts[num]
+            row = add(band, lane_row)
+            col = add(ir.Int(ROWS * j), lane_col) if num == 4 else ir.Int(ROWS * j)
             addr = ir.Method(ir.Name(smem.name), "ptr_to", (ir.ListExpr(smem.coordinate([row, col])),))
             regs = ir.TupleExpr(tuple(tile[4 * j: 4 * j + 2 * num]))
-            kwargs = (ir.Keyword("num", ir.Int(num)),)
             stmts.append(ir.ExprStmt(ir.Call("ptx.stmatrix", (regs, addr), kwargs)))
     return stmts

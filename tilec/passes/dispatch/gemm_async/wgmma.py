@@ -74,6 +74,7 @@ from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.mma_desc import wgmma_accumulators, wgmma_mma_k
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.operands import region
+from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.threads import Threads
 from tilec.passes.dispatch.vectors import Divisors
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate, register
@@ -121,7 +122,10 @@ class Operands:
         return (cols, rows) if self.trans_b else (rows, cols)
 
 
+@last_call
 def operands(op: TileOp, ctx: DispatchContext) -> Operands:
+    """The call's operands, read once per call (`last_call`) for the
+    predicates and the lowering."""
     bound = op.bind(SIGNATURE)
     lits = SIGNATURE.literals(op.call.func, bound, op.span)
     syms = ctx.symbols
@@ -287,13 +291,15 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         kwargs += (ir.Keyword("trans_a", ir.Int(1, span=span), span=span),)
     if b.major == "MN":
         kwargs += (ir.Keyword("trans_b", ir.Int(1, span=span), span=span),)
+    # one accumulator tuple per tile and one keyword list, shared by every K step's instruction
+    ds = [ir.TupleExpr(tuple(tile), span=span) for tile in acc]
+    n_kw = (ir.Keyword("n", ir.Int(n_inst, span=span), span=span),) + kwargs
     for kk in range(k_steps):
         for i in range(m_tiles):
             for j in range(n_tiles):
-                d = ir.TupleExpr(tuple(acc[i * n_tiles + j]), span=span)
+                d = ds[i * n_tiles + j]
                 b_val = b.operand(b_desc, (n_inst * j, k_inst * kk))
                 s = scale if kk == 0 else ir.Bool(True, span=span)
-                n_kw = (ir.Keyword("n", ir.Int(n_inst, span=span), span=span),) + kwargs
                 if a is None:
                     a_val = ir.TupleExpr(tuple(a_frags[i * k_steps + kk]), span=span)
                     call = ir.Call("ptx.wgmma.mma_async.rs", (d, a_val, b_val, s), n_kw, span=span)
