@@ -14,6 +14,7 @@ from tilec.compiler import ir
 from tilec.passes.dispatch import FAMILIES, predicate, register
 from tilec.passes.dispatch.build import assign, guarded
 from tilec.passes.dispatch.operands import bind, region, same_shape
+from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.register_storage import (
     axis_exprs,
     register_element,
@@ -26,7 +27,10 @@ from tilec.passes.dispatch.threads import Threads, scope_of
 _PAIRED = {"f16": "ptx.cvt.f16x2.f32", "bf16": "ptx.cvt.bf16x2.f32"}
 
 
+@last_call
 def cast_operands(op, ctx) -> tuple:
+    """(dst, src) regions of a cast, read once per call (`last_call`) for
+    both predicates and the lowering."""
     args = bind(op)
     dst = region(args["dst"], ctx.symbols, "the destination of cast")
     src = region(args["src"], ctx.symbols, "the source of cast")

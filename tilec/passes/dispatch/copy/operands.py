@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from tilec.compiler.diagnostics import TilecError
 from tilec.passes.dispatch.operands import SIGNATURES, bind, region, same_shape
+from tilec.passes.dispatch.per_kernel import last_call
 
 
+@last_call
 def copy_operands(op, ctx) -> tuple:
     """(dst, src) regions of a copy; a located error when they cannot be
     copied one onto the other by any variant.  With `oob=` the source is a
     global region that may run past its tensor's end, loaded into
     registers (`ldst` reads the elements outside as zeros, or with "any"
-    as elements of the tensor it does not specify)."""
+    as elements of the tensor it does not specify).  Read once per call
+    (`last_call`): each predicate of each copy variant asks, then the
+    lowering."""
     args = bind(op)
     oob = oob_fill(op)
     dst = region(args["dst"], ctx.symbols, "the destination of copy")

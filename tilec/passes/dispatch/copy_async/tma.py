@@ -42,6 +42,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
 from tilec.passes.dispatch.build import mul
 from tilec.passes.dispatch.operands import region, same_shape
+from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 
 SIGNATURE = Signature.parse(
@@ -65,7 +66,10 @@ def _bind(op: TileOp) -> dict:
     return {**bound, **SIGNATURE.literals(op.call.func, bound, op.span)}
 
 
+@last_call
 def _regions(op: TileOp, ctx: DispatchContext):
+    """(arguments, dst, src), read once per call (`last_call`) for the
+    predicate and the lowering."""
     args = _bind(op)
     # TMA clips a tile at the global tensor's edge (fill on load, skip on store).
     dst = region(args["dst"], ctx.symbols, "the destination of copy_async", past_end=True)

@@ -29,6 +29,7 @@ from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.build import add, assign, mul
 from tilec.passes.dispatch.operands import bind, region
+from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.register_storage import Storage, storage
 from tilec.passes.dispatch.threads import Threads, WARP_COLLECTIVE
 from tilec.compiler.fold import fold_expr
@@ -49,7 +50,10 @@ def _b(i: int, lane: int) -> tuple:
     return 2 * (lane % 4) + i % 2 + 8 * (i // 2), lane // 4
 
 
+@last_call
 def _operands(op, ctx) -> dict:
+    """The gemm's regions by operand name, read once per call (`last_call`)
+    for the four predicates and the lowering."""
     args = bind(op)
     out = {}
     for name in ("D", "A", "B", "C"):

@@ -85,8 +85,10 @@ class Reduction:
         return prod(t.extent for t in self.warps)
 
 
+@last_call
 def operands(op: TileOp, ctx: DispatchContext):
-    """(dst, src, values): the regions and the compile-time arguments."""
+    """(dst, src, values): the regions and the compile-time arguments, read
+    once per call (`last_call`) for every variant's predicates and `plan`."""
     args = bind(op)
     values = SIGNATURES["reduce"].literals(op.call.func, args, op.span)
     dst = region(args["dst"], ctx.symbols, "the destination of reduce")
