@@ -5,9 +5,10 @@ it is about, and renders GCC-style (`file:line:col: error: message`, the source
 line, a caret).  Any other exception escaping the compiler is a bug in tilec."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-from tilec.compiler.ir import Span
+if TYPE_CHECKING:  # spans are made by the parser; this module only reads them
+    from tilec.compiler.ir import Span
 
 
 class TilecError(Exception):
