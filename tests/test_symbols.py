@@ -1,13 +1,18 @@
 """The per-kernel analysis (`tilec.compiler.symbols`) and the signature
 notation of the builtin and intrinsic tables."""
+import pathlib
+
+import attrs
 import pytest
 
 from emit_util import lower
 from tilec.compiler import ir
+from tilec.compiler.passmanager import Options, PassInstrumentation
 from tilec.compiler.builtins import BUILTINS, Signature
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.symbols import DYN_ARENA, analyze_kernel
+from tilec.compiler.symbols import DYN_ARENA, Analyses, analyze_kernel
 from tilec.compiler.targets import TARGETS
+from tilec.pipeline import compile_source
 
 
 def analyze(text: str, target: str = "sm_90a"):
@@ -251,3 +256,64 @@ def test_variadic_parameters_collect_positionals():
 def test_every_builtin_signature_parses_back():
     for row in BUILTINS.values():
         assert Signature.parse(str(row.signature)) == row.signature
+
+
+# --------------------------------------------------------------------------
+# The analyses a compile keeps (`Analyses`, on the pass context)
+# --------------------------------------------------------------------------
+
+_EXAMPLES = sorted((pathlib.Path(__file__).resolve().parent.parent / "examples").rglob("*.tile"))
+
+
+def _same_analysis(kept, fresh) -> bool:
+    """Equal, and in the same order where an analysis keeps one."""
+    return kept == fresh and all(
+        list(getattr(kept, f)) == list(getattr(fresh, f)) for f in ("symbols", "buffers", "tensormaps", "pools", "dims")
+    )
+
+
+class _CheckKept(PassInstrumentation):
+    """After every pass, the analysis kept for each kernel of the module is
+    the one a fresh analysis of that kernel gives."""
+
+    def __init__(self):
+        self.checked = 0
+
+    def after_pass(self, p, module, ctx, position):
+        current = {id(k) for k in module.kernels}
+        for kernel, syms in ctx.analyses.kept():
+            if id(kernel) in current:
+                assert _same_analysis(syms, analyze_kernel(kernel, module, ctx.target)), (p.name, kernel.name)
+                self.checked += 1
+
+
+@pytest.mark.parametrize("path", _EXAMPLES, ids=[p.name for p in _EXAMPLES])
+def test_kept_analyses_are_never_stale(path):
+    """Passes hand the analysis of a kernel on to the passes after them
+    (infer-scope, plan-tma); for every example, what is kept for a kernel
+    after each pass equals a fresh analysis of it."""
+    check = _CheckKept()
+    result = compile_source(path.read_text(), filename=str(path), options=Options(instrumentations=(check,)))
+    assert check.checked >= len(result.module.kernels)  # (a library of helpers has none)
+
+
+def test_carried_tensor_maps_come_after_the_parameters():
+    """A tensor map put at the top of the body is defined after the
+    parameters and their runtime extents, before the body's names."""
+    module = lower("""
+kernel k(A: f16[M, 64], x: i32):
+    bx = cta_id([1])
+    t = thread_id([128])
+    y = x + 1
+""")
+    k = module.kernels[0]
+    analyses = Analyses()
+    syms = analyses.of(k, module, TARGETS["sm_90a"])
+    tmap = ir.TensorMap("A_tmap0", ir.Call("tensormap", (ir.Name("A"), ir.DTypeLit("f16")), ()))
+    planned = attrs.evolve(k, body=(tmap,) + k.body)
+    analyses.carry(k, planned, module, TARGETS["sm_90a"], (tmap,))
+    carried = analyses.of(planned, module, TARGETS["sm_90a"])
+    assert carried is not syms and carried.kernel is planned
+    assert list(carried.symbols) == ["M", "A", "x", "A_tmap0", "bx", "t", "y"]
+    assert _same_analysis(carried, analyze_kernel(planned, module, TARGETS["sm_90a"]))
+    assert analyses.of(k, module, TARGETS["sm_90a"]) is syms

@@ -56,7 +56,7 @@ def pass_manager() -> PassManager:
     `Options.verify_each` after every later pass.  Its product is the PTX."""
     return PassManager(
         default_passes(),
-        verify=lambda module, ctx: (verify(module, ctx.target), check_printable(module)),
+        verify=lambda module, ctx: (verify(module, ctx.target, ctx.analyses), check_printable(module)),
         verify_after=("fold-constants",),
         verify_requires=("expanded", "asserts-checked", "scheduler-lowered", "folded"),
         products=("ptx",),

@@ -37,6 +37,7 @@ from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.files import write_atomic
 from tilec.compiler.printer import print_module
+from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
 
 
@@ -95,6 +96,12 @@ class PassContext:
     artifacts: dict = attrs.field(factory=dict)
     timings: dict = attrs.field(factory=dict)  # pass name -> wall seconds, in run order
     timings_extra: dict = attrs.field(factory=dict)  # other rows of --time-passes ("(verifier)")
+    analyses: Analyses = attrs.field(factory=Analyses, eq=False, repr=False)  # see `symbols`
+
+    def symbols(self, kernel: ir.Kernel, module: ir.Module) -> KernelSymbols:
+        """The analysis of `kernel` (`tilec.compiler.symbols`), made once per
+        kernel object of the compile and kept here for the passes after."""
+        return self.analyses.of(kernel, module, self.target)
 
 
 class PipelineError(Exception):

@@ -202,6 +202,9 @@ class Symbol:
     span: Optional[ir.Span] = attrs.field(default=None, eq=False)
 
 
+_LITERALS = frozenset({ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit})
+"""Expression classes that name nothing and call nothing (`_Analyzer.exprs` skips them)."""
+
 SCALAR_KINDS = ("scalar_param", "dim", "launch_id", "scalar", "value", "loop_var")
 
 
@@ -263,6 +266,24 @@ class KernelSymbols:
     def math_operand_type(self, e: ir.Call) -> str:
         """The type the operands of a math builtin call are converted to."""
         return self._types.math_operand_type(e)
+
+    def carried(self, kernel: ir.Kernel, tensormaps: Tuple[ir.TensorMap, ...] = ()) -> "KernelSymbols":
+        """This analysis as that of `kernel`: this one's kernel with the
+        statements `tensormaps` added at the top of its body (`Analyses.carry`
+        says when that holds).  The new names come after the parameters' and
+        before the body's, as an analysis of `kernel` would define them; the
+        types already worked out are kept (a node's type depends on the node
+        and the names, which keep their meaning)."""
+        symbols, maps = self.symbols, self.tensormaps
+        if tensormaps:
+            params = len(kernel.params) + len(self.dims)  # the parameters and their runtime extents come first
+            items = list(self.symbols.items())
+            added = [(t.name, Symbol(t.name, "tensormap", tensormap=t, span=t.span)) for t in tensormaps]
+            symbols = dict(items[:params] + added + items[params:])
+            maps = {**{t.name: t for t in tensormaps}, **self.tensormaps}
+        new = attrs.evolve(self, kernel=kernel, symbols=symbols, tensormaps=maps)
+        new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
+        return new
 
 
 def _describe(sym: Symbol) -> str:
@@ -539,35 +560,69 @@ def check_element(buf: Buffer, e: ir.Index) -> None:
 
 def analyze_kernel(kernel: ir.Kernel, module: ir.Module, target: Target) -> KernelSymbols:
     """The symbols and launch configuration of `kernel` (located errors for
-    undefined names, wrong arguments, conflicting declarations...).
-
-    Memoized on the kernel object (the IR is frozen): the verifier and the
-    passes that read a kernel without rewriting it (check-protocol, then
-    infer-scope) ask about the same object, and each analysis costs a walk
-    of the whole kernel.  The memo keeps the last few analyses, with their
-    kernels alive (so an id is never reused while its entry is kept); the
-    result also depends on the names of the module's consts and helpers,
-    which are part of the key.  Callers read the result, never change it."""
-    helpers = frozenset(h.name for h in module.helpers)
-    consts = frozenset(c.name for c in module.consts)
-    for entry in _ANALYSES:
-        if entry[0] is kernel and entry[1] == target and entry[2] == helpers and entry[3] == consts:
-            return entry[4]
+    undefined names, wrong arguments, conflicting declarations...).  It
+    depends on the kernel, the target and the names of the module's consts
+    and helpers.  A compile asks through `Analyses` (on its pass context),
+    which keeps each kernel's analysis for the passes after."""
     a = _Analyzer(kernel, module, target)
     a.run()
-    _ANALYSES.insert(0, (kernel, target, helpers, consts, a.syms))
-    del _ANALYSES[4:]
     return a.syms
 
 
-_ANALYSES: list = []  # (kernel, target, helper names, const names, KernelSymbols), newest first
+class Analyses:
+    """The analyses of the kernels one compile has seen, by kernel object.
+
+    The IR is frozen, so a kernel object has one analysis for the whole
+    compile: the verifier, check-protocol and infer-scope read the same
+    kernel, and every analysis costs a walk of the whole kernel.  A pass
+    whose rewrite leaves the analysis as it was (infer-scope's scope
+    prefixes) or changes it in a way it states (plan-tma's tensor maps)
+    hands it on with `carry`, so the pass after it does not analyze again.
+    The entries keep their kernels alive, so an id is never reused while
+    its entry is kept.  Callers read the analyses, never change them."""
+
+    def __init__(self):
+        self._entries: Dict[int, tuple] = {}  # id(kernel) -> (kernel, key, KernelSymbols)
+
+    def of(self, kernel: ir.Kernel, module: ir.Module, target: Target) -> KernelSymbols:
+        key = _module_key(module, target)
+        entry = self._entries.get(id(kernel))
+        if entry is not None and entry[0] is kernel and entry[1] == key:
+            return entry[2]
+        syms = analyze_kernel(kernel, module, target)
+        self._entries[id(kernel)] = (kernel, key, syms)
+        return syms
+
+    def carry(self, old: ir.Kernel, new: ir.Kernel, module: ir.Module, target: Target,
+              tensormaps: Tuple[ir.TensorMap, ...] = ()) -> None:
+        """`new` is `old` with the tensor-map statements `tensormaps` put at
+        the top of its body and otherwise changed only where the analysis
+        does not look (a tile primitive's name or keyword arguments that
+        name nothing new): its analysis is `old`'s plus those tensor maps.
+        Nothing is kept when `old` was never analyzed."""
+        key = _module_key(module, target)
+        entry = self._entries.get(id(old))
+        if new is old or entry is None or entry[0] is not old or entry[1] != key:
+            return
+        self._entries[id(new)] = (new, key, entry[2].carried(new, tensormaps))
+
+    def kept(self) -> list:
+        """(kernel, analysis) of every entry (the tests compare them with a
+        fresh analysis)."""
+        return [(kernel, syms) for kernel, _, syms in self._entries.values()]
+
+
+def _module_key(module: ir.Module, target: Target) -> tuple:
+    """What an analysis depends on besides the kernel."""
+    return (target, frozenset(h.name for h in module.helpers), frozenset(c.name for c in module.consts))
 
 
 class _Analyzer:
     def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target):
         self.syms = KernelSymbols(kernel, target, helpers=frozenset(h.name for h in module.helpers))
         self.consts = {c.name for c in module.consts}
-        self.scopes: List[set] = [set()]
+        self.scopes: List[list] = [[]]  # the names each open block defined, innermost last
+        self.in_scope: set = set()  # the names of all open blocks: those visible (a name is defined once while visible)
         self.launch_ids: List[LaunchId] = []
         self.arena_end = 0
         self.static_end = 0  # bytes of static shared memory, allocations in order
@@ -575,10 +630,7 @@ class _Analyzer:
     # ---- scopes -------------------------------------------------------
 
     def visible(self, name: str) -> bool:
-        for scope in self.scopes:
-            if name in scope:
-                return True
-        return False
+        return name in self.in_scope
 
     def define(self, sym: Symbol) -> None:
         name = sym.name
@@ -601,15 +653,16 @@ class _Analyzer:
         self.syms.symbols[name] = sym
         if sym.buffer is not None:
             self.syms.buffers[name] = sym.buffer
-        self.scopes[-1].add(name)
+        self.scopes[-1].append(name)
+        self.in_scope.add(name)
 
     def block(self, stmts, extra: Optional[Symbol] = None) -> None:
-        self.scopes.append(set())
+        self.scopes.append([])
         if extra is not None:
             self.define(extra)
         for s in stmts:
             self.stmt(s)
-        self.scopes.pop()
+        self.in_scope.difference_update(self.scopes.pop())
 
     # ---- driver -------------------------------------------------------
 
@@ -1079,34 +1132,60 @@ class _Analyzer:
     # ---- expressions --------------------------------------------------
 
     def exprs(self, *es) -> None:
-        """Check every name and call inside the expressions."""
-        for e in es:
-            if e is None:
-                continue
-            for node in visit.walk(e):
-                kind = type(node)  # (node classes have no subclasses: one look instead of five isinstance)
-                if kind is ir.Name:
+        """Check every name and call inside the expressions, in `visit.walk`'s
+        order (the first mistake met is the one reported).  The nodes still
+        to see are kept on a stack, children pushed last first; literals,
+        which check nothing, are never pushed (most nodes of an unrolled
+        kernel are the literal indices of its register elements), and the
+        classes most nodes belong to are taken apart here rather than by a
+        generic walk (node classes have no subclasses: `type(node) is`)."""
+        stack = [e for e in reversed(es) if e is not None and type(e) not in _LITERALS]
+        pop, push, literals, in_scope, Name = stack.pop, stack.append, _LITERALS, self.in_scope, ir.Name
+        while stack:
+            node = pop()
+            kind = type(node)
+            if kind is Name:
+                if node.id not in in_scope:
                     self.name_use(node)
-                elif kind is ir.Index:
+                continue
+            if kind is ir.Index:
+                base = node.base
+                if type(base) is Name:  # the common case, its base checked here rather than pushed
                     self.index_use(node)
-                elif kind is ir.Call:
-                    self.call(node, statement=False, recurse=False)
-                elif kind is ir.Method:
-                    if not isinstance(node.obj, ir.Name):
-                        raise TilecError("methods are called on buffer or pool names", node.span)
-                    if node.name == "ptr_to":  # the one method that is a value: check its index
-                        self.method(node, statement=False)
-                elif kind is ir.Attr:
-                    raise TilecError(f"unknown attribute '.{node.name}'", node.span)
+                    if base.id not in in_scope:
+                        self.name_use(base)
+                    children = node.indices
+                else:
+                    children = (base,) + node.indices
+            elif kind is ir.Binary:
+                children = (node.lhs, node.rhs)
+            elif kind is ir.Call:
+                self.call(node, statement=False, recurse=False)
+                children = node.args + tuple(k.value for k in node.kwargs)
+            elif kind is ir.Method:
+                if not isinstance(node.obj, ir.Name):
+                    raise TilecError("methods are called on buffer or pool names", node.span)
+                if node.name == "ptr_to":  # the one method that is a value: check its index
+                    self.method(node, statement=False)
+                children = (node.obj,) + node.args + tuple(k.value for k in node.kwargs)
+            elif kind is ir.Attr:
+                raise TilecError(f"unknown attribute '.{node.name}'", node.span)
+            else:
+                children = tuple(visit.children(node))
+            for child in reversed(children):
+                if type(child) not in literals:
+                    push(child)
 
     def index_use(self, e: ir.Index) -> None:
         """Record a local buffer indexed by a run-time value: its registers
         cannot be named at compile time, so it lives in local memory."""
-        if isinstance(e.base, ir.Name):
+        if type(e.base) is ir.Name:
             sym = self.syms.symbols.get(e.base.id)
             if sym is not None and sym.buffer is not None and sym.buffer.scope == "local":
-                if not all(isinstance(i, ir.Int) for i in e.indices):
-                    self.syms.runtime_indexed.add(sym.buffer.storage)
+                for i in e.indices:
+                    if type(i) is not ir.Int:
+                        self.syms.runtime_indexed.add(sym.buffer.storage)
+                        break
 
     def pair_operands(self, items, types) -> None:
         """Record the 16-bit float local buffers whose elements an intrinsic
@@ -1120,12 +1199,11 @@ class _Analyzer:
                     self.syms.pair_written.add(buf.storage)
 
     def name_use(self, n: ir.Name) -> None:
-        if n.id in self.consts or n.id in PREDEFINED or n.id in self.syms.helpers:
+        if n.id in self.in_scope or n.id in self.consts or n.id in PREDEFINED or n.id in self.syms.helpers:
             return
-        if not self.visible(n.id):
-            if n.id in self.syms.symbols:
-                raise TilecError(f"'{n.id}' is used outside the block that defines it", n.span)
-            raise TilecError(f"'{n.id}' is not defined", n.span)
+        if n.id in self.syms.symbols:
+            raise TilecError(f"'{n.id}' is used outside the block that defines it", n.span)
+        raise TilecError(f"'{n.id}' is not defined", n.span)
 
     def call(self, e: ir.Call, statement: bool, recurse: bool = True) -> None:
         f = e.func
@@ -1134,8 +1212,7 @@ class _Analyzer:
         elif f == intrinsics.GRID_DEPENDENCY_WAIT:
             self.syms.waits_grid_dependency = True
         if recurse:
-            for a in list(e.args) + [k.value for k in e.kwargs]:
-                self.exprs(a)
+            self.exprs(*e.args, *(k.value for k in e.kwargs))
         if f in self.syms.helpers:
             return
         if builtins.tile_primitive(f) is not None:

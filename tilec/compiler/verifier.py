@@ -24,28 +24,32 @@ helper that is never called is not checked, as in Python.
 """
 from __future__ import annotations
 
+from typing import Optional
 
 from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import storage_size
 from tilec.compiler.region import Region
-from tilec.compiler.symbols import Buffer, KernelSymbols, analyze_kernel
+from tilec.compiler.symbols import Analyses, Buffer, KernelSymbols
 from tilec.compiler.targets import Target
 
 _SAME_SHAPE = ("copy", "copy_async", "cast")
 _SAME_DTYPE = ("copy", "copy_async")
 
 
-def verify(module: ir.Module, target: Target) -> None:
+def verify(module: ir.Module, target: Target, analyses: Optional[Analyses] = None) -> None:
     """Raise a located `TilecError` for the first problem found in a module
-    the front passes (through `fold-constants`) have run on."""
+    the front passes (through `fold-constants`) have run on.  The kernels'
+    analyses are made in `analyses` (the compile's, kept for the passes
+    after) when given."""
+    analyses = analyses or Analyses()
     seen = {}
     for k in module.kernels:
         if k.name in seen:
             raise TilecError(f"kernel '{k.name}' is defined twice (first on line {seen[k.name]})", k.span)
         seen[k.name] = k.span.line if k.span else "?"
-        syms = analyze_kernel(k, module, target)
+        syms = analyses.of(k, module, target)
         for buf in syms.buffers.values():
             _check_layout(buf)
         for node in visit.walk(k):

@@ -51,7 +51,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.intrinsics import INTRINSICS
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.symbols import KernelSymbols, analyze_kernel
+from tilec.compiler.symbols import KernelSymbols
 from tilec.compiler.tile_op import TileOp
 
 CHECKS = ("missing-wait", "cp-async-wait", "expect-tx", "missing-proxy-fence", "wgmma-wait", "divergent-sync",
@@ -68,7 +68,7 @@ class CheckProtocol(Pass):
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
         lines = (ctx.source or "").split("\n")
         for k in module.kernels:
-            syms = analyze_kernel(k, module, ctx.target)
+            syms = ctx.symbols(k, module)
             for check, message, span in kernel_findings(k, syms):
                 if not _allowed(check, span, lines, ctx.filename):
                     raise TilecError(

@@ -33,7 +33,6 @@ from tilec.compiler import ir, visit
 from tilec.compiler.builtins import LAUNCH_AXES, tile_primitive
 from tilec.compiler.layout_axes import AXES
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.symbols import analyze_kernel
 
 _ORDER = ("thread", "warp", "wg", "cta")
 """Scopes from the fewest threads to the most."""
@@ -52,11 +51,12 @@ class InferScope(Pass):
     provides = frozenset({"scoped"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        kernels = tuple(
-            attrs.evolve(k, body=_Kernel(analyze_kernel(k, module, ctx.target)).block(k.body, "cta"))
-            for k in module.kernels
-        )
-        return attrs.evolve(module, kernels=kernels)
+        kernels = []
+        for k in module.kernels:
+            scoped = attrs.evolve(k, body=_Kernel(ctx.symbols(k, module)).block(k.body, "cta"))
+            ctx.analyses.carry(k, scoped, module, ctx.target)  # a scope prefix changes no name
+            kernels.append(scoped)
+        return attrs.evolve(module, kernels=tuple(kernels))
 
 
 def _finest(*scopes: str) -> str:

@@ -30,7 +30,6 @@ from tilec.compiler.builtins import BUILTINS, METHODS
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.swizzle import Swizzle
-from tilec.compiler.symbols import analyze_kernel
 
 _SHARED_ALLOCS = ("alloc", "alloc_shared")
 
@@ -44,24 +43,37 @@ class PlanSmem(Pass):
         sizes = ctx.artifacts.setdefault("dynamic_smem", {})
         kernels = []
         for k in module.kernels:
-            k = attrs.evolve(k, body=_map_block(k.body, _align_swizzled))
-            syms = analyze_kernel(k, module, ctx.target)
+            k = _with_body(k, _map_block(k.body, _align_swizzled))
+            syms = ctx.symbols(k, module)  # infer-scope's, when no alignment was raised
             sizes[k.name] = syms.dynamic_smem
-            kernels.append(attrs.evolve(k, body=_map_block(k.body, lambda s: _lower_pool(s, syms))))
+            kernels.append(_with_body(k, _map_block(k.body, lambda s: _lower_pool(s, syms))))
         return attrs.evolve(module, kernels=tuple(kernels))
 
 
-def _map_block(stmts, fn) -> tuple:
-    """`fn` on every statement, nested ones too; it returns a list (empty to drop)."""
+def _with_body(k: ir.Kernel, body: tuple) -> ir.Kernel:
+    return k if body is k.body else attrs.evolve(k, body=body)
+
+
+def _map_block(stmts: tuple, fn) -> tuple:
+    """`fn` on every statement, nested ones too; it returns a list (empty to
+    drop).  `stmts` itself when `fn` kept every statement as it was: a kernel
+    without pools or swizzled allocations stays the same object, and its
+    analysis, kept for it on the pass context, serves this pass and the next."""
     out = []
+    changed = False
     for s in stmts:
         changes = {}
         for field in ("body", "then", "orelse"):
             value = getattr(s, field, None)
             if isinstance(value, tuple) and value:
-                changes[field] = _map_block(value, fn) or (ir.Pass(span=value[0].span),)
-        out.extend(fn(attrs.evolve(s, **changes) if changes else s))
-    return tuple(out)
+                block = _map_block(value, fn)
+                if block is not value:
+                    changes[field] = block or (ir.Pass(span=value[0].span),)
+        given = attrs.evolve(s, **changes) if changes else s
+        result = fn(given)
+        changed = changed or len(result) != 1 or result[0] is not s
+        out.extend(result)
+    return tuple(out) if changed else stmts
 
 
 # --------------------------------------------------------------------------

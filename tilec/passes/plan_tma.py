@@ -42,7 +42,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import row_major
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.region import Region
-from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
+from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer, KernelSymbols
 from tilec.compiler.targets import Target
 from tilec.compiler.tma_planner import SMEM_ALIGN, TmaPlan, plan_tma
 from tilec.compiler.tile_op import TileOp
@@ -57,15 +57,21 @@ class PlanTma(Pass):
     provides = frozenset({"tma-planned"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        kernels = tuple(_KernelPlanner(k, module, ctx.target).run() for k in module.kernels)
-        return attrs.evolve(module, kernels=kernels)
+        kernels = []
+        for k in module.kernels:
+            planner = _KernelPlanner(k, module, ctx.target, ctx.symbols(k, module))
+            planned = planner.run()
+            # the tensor maps are the only new names: dispatch reads this analysis plus them
+            ctx.analyses.carry(k, planned, module, ctx.target, tuple(planner.new))
+            kernels.append(planned)
+        return attrs.evolve(module, kernels=tuple(kernels))
 
 
 class _KernelPlanner:
-    def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target):
+    def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target, syms: KernelSymbols):
         self.kernel = kernel
         self.target = target
-        self.syms: KernelSymbols = analyze_kernel(kernel, module, target)
+        self.syms = syms
         self.names = NameGen.avoiding(kernel, module)
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
         self.new: list = []

@@ -12,13 +12,15 @@ points at the primitive that produced them.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import attrs
 
 from tilec.compiler import ir, visit
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.symbols import KernelSymbols, analyze_kernel
+from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
 from tilec.passes.dispatch import DispatchContext, NameGen, TileOp, select
 
@@ -29,13 +31,13 @@ class Dispatch(Pass):
     provides = frozenset({"dispatched"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        return dispatch_module(module, ctx.target)
+        return dispatch_module(module, ctx.target, ctx.analyses)
 
 
-def dispatch_module(module: ir.Module, target: Target) -> ir.Module:
+def dispatch_module(module: ir.Module, target: Target, analyses: Optional[Analyses] = None) -> ir.Module:
     kernels = []
     for k in module.kernels:
-        syms = analyze_kernel(k, module, target)
+        syms = (analyses or Analyses()).of(k, module, target)  # the compile's, kept by plan-tma
         lowering = _Kernel(target, syms, NameGen.avoiding(k, module))
         kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
     return attrs.evolve(module, kernels=tuple(kernels))
