@@ -112,13 +112,15 @@ def run() -> NoReturn:
     compile's tables one object at a time and collect garbage once more
     (another twentieth of a cold compile) for memory the operating system
     takes back at once.  The output files are written and closed by then;
-    what stdout and stderr buffer is flushed first, and a flush that fails
-    (a closed pipe) leaves the exit to the interpreter, which reports it as
-    it always has.  Nothing on this path registers an exit handler."""
+    what stdout and stderr buffer is flushed first (either may be None: a
+    process started with it closed), and a flush that fails (a closed pipe)
+    leaves the exit to the interpreter, which reports it as it always has.
+    Nothing on this path registers an exit handler."""
     status = main()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
     except OSError:
         sys.exit(status)
     os._exit(status)
