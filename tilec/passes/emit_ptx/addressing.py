@@ -314,15 +314,18 @@ class Addressing:
             self.const_slots[key] = slot
         return slot
 
-    def element_ref(self, e: ir.Index) -> Ref:
-        """Where element `e` lives.  A register-array element at constant
-        indices is the same register wherever it is named, so its `Ref` is
-        kept (`register_refs`, by buffer name and indices, and `index_refs`,
-        by the node: lowered IR shares an element's node between the
-        instructions naming it) until a register array is declared again: a
-        lowered GEMM names each accumulator register in every instruction."""
+    def element_ref(self, e: ir.Index, read: bool = False) -> Ref:
+        """Where element `e` lives; with `read`, `e` is first typed as a
+        value (`type_of`: the checks of a read).  A register-array element at
+        constant indices is the same register wherever it is named, so its
+        `Ref` is kept (`register_refs`, by buffer name and indices, and
+        `index_refs`, by the node: lowered IR shares an element's node
+        between the instructions naming it), with whether such an element
+        was typed (its type depends on the buffer and the number of indices
+        only), until a register array is declared again: a lowered GEMM
+        names each accumulator register in every instruction."""
         hit = self.index_refs.get(id(e))
-        if hit is not None and hit[0] is e:
+        if hit is not None and hit[0] is e and (hit[2] or not read):
             return hit[1]
         key = None
         indices = e.indices
@@ -330,14 +333,16 @@ class Addressing:
             values = [i.value for i in indices if type(i) is ir.Int]
             if len(values) == len(indices):
                 key = (e.base.id, *values)
-                ref = self.register_refs.get(key)
-                if ref is not None:
-                    self.index_refs[id(e)] = (e, ref)
-                    return ref
+                kept = self.register_refs.get(key)
+                if kept is not None and (kept[1] or not read):
+                    self.index_refs[id(e)] = (e, *kept)
+                    return kept[0]
+        if read:
+            self.syms.type_of(e)
         ref = self._element_ref(e)
         if key is not None and (ref.reg is not None or ref.word is not None):
-            self.register_refs[key] = ref
-            self.index_refs[id(e)] = (e, ref)
+            self.register_refs[key] = (ref, read)
+            self.index_refs[id(e)] = (e, ref, read)
         return ref
 
     def _element_ref(self, e: ir.Index) -> Ref:
@@ -380,8 +385,7 @@ class Addressing:
         self.line(f"mov.b32 {word}, {{{v if half == 0 else lo}, {hi if half == 0 else v}}};")
 
     def load(self, e: ir.Index) -> Operand:
-        self.syms.type_of(e)
-        ref = self.element_ref(e)
+        ref = self.element_ref(e, read=True)
         if ref.reg is not None:
             return ref.reg
         buf = self.syms.buffer_of(e)

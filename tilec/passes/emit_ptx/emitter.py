@@ -14,8 +14,6 @@ from __future__ import annotations
 from math import gcd
 from typing import Dict, List, Optional
 
-import attrs
-
 import tilec
 from tilec.compiler import builtins, intrinsics, ir
 from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES
@@ -92,15 +90,17 @@ def _ptx_string(text: str) -> str:
 _PARAM_TYPE = {"f16": "b16", "bf16": "b16"}
 
 
-def _lowered_error(s: ir.Node) -> Optional[str]:
-    """Why `s` should not reach the emitter, or None."""
-    if isinstance(s, ir.Meta):
-        return "meta values must be substituted before emit-ptx"
-    if isinstance(s, ir.InlineDef):
-        return "inline helpers must be expanded before emit-ptx"
-    if isinstance(s, ir.For) and s.kind == "unroll":
-        return "unroll loops must be expanded before emit-ptx"
-    return None
+_NOT_LOWERED = {
+    ir.Meta: "meta values must be substituted before emit-ptx",
+    ir.InlineDef: "inline helpers must be expanded before emit-ptx",
+}
+"""Why a statement of these classes should not reach the emitter (nor an
+`unroll` loop)."""
+
+_STMT_METHOD = {kind: "_" + kind.__name__ for kind in (
+    ir.Pass, ir.TensorMap, ir.ExprStmt, ir.Assign, ir.AugAssign, ir.If, ir.For, ir.While)}
+"""The emitter's method for each class of statement (one look per statement,
+no name built)."""
 
 
 class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
@@ -124,8 +124,9 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.reg_arrays: Dict[str, List[Operand]] = {}
         self.grouped = {}
         self.const_slots = {}
-        self.register_refs = {}  # (buffer name, *constant indices) -> Ref of a register-array element
-        self.index_refs = {}  # id(Index node) -> (the node, its Ref), for the same elements
+        # (buffer name, *constant indices) -> (Ref of a register-array element, whether one was typed)
+        self.register_refs = {}
+        self.index_refs = {}  # id(Index node) -> (the node, Ref, typed), for the same elements
         self.int_immediates: Dict[tuple, Operand] = {}  # (int, type) -> its immediate (`imm`)
         self.decls: List[str] = []
         self.uses_dyn = False
@@ -254,14 +255,14 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.env.pop()
 
     def stmt(self, s: ir.Stmt) -> None:
-        why = _lowered_error(s)
-        if why is not None:
-            raise TilecError(why, s.span)
+        kind = type(s)
+        if kind in _NOT_LOWERED or kind is ir.For and s.kind == "unroll":
+            raise TilecError(_NOT_LOWERED.get(kind, "unroll loops must be expanded before emit-ptx"), s.span)
         if self.files is not None and s.span is not None:
             # the next instruction gets a .loc for this statement (see `line`)
             self.location = (s.span.file, s.span.line, s.span.col)
         try:
-            getattr(self, "_" + type(s).__name__)(s)
+            getattr(self, _STMT_METHOD.get(kind) or "_" + kind.__name__)(s)
         except TilecError as err:  # one raised below without a location is about this statement
             raise err.with_span(s.span)
 
@@ -333,7 +334,8 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             self._check_assignable(op.type, current.type, expr)
             self.assign_reg(current, self._as(op, current.type, expr))
             return
-        self.bind(name, attrs.evolve(self.snapshot(op), divisor=self.known_divisor(expr)))
+        op, divisor = self.snapshot(op), self.known_divisor(expr)
+        self.bind(name, op if op.divisor == divisor else Operand(op.text, op.type, op.is_reg, op.temp, divisor))
 
     def _as(self, op: Operand, t: str, expr: ir.Expr) -> Operand:
         if op.type == t:

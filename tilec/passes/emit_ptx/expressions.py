@@ -131,26 +131,29 @@ class Expressions:
     def value(self, e: ir.Expr, want: Optional[str] = None) -> Operand:
         """Evaluate `e`; with `want`, implicitly converted to that type (the
         conversion is one `value_types.assignable` allows, checked by callers)."""
-        if isinstance(e, (ir.Int, ir.Float, ir.Bool)):
-            t = want or self.syms.type_of(e)
-            if isinstance(e, ir.Bool) and t != "bool":
-                raise TilecError(f"expected a {t}, found a bool", e.span)
-            if not isinstance(e, ir.Bool) and t == "bool":
-                raise TilecError("expected a bool", e.span)
-            if isinstance(e, ir.Float) and _is_int_like(t):
-                raise TilecError(f"a float literal is not a {t}", e.span)
-            return self.imm(e.value, t, e.span)
-        op = self._value(e)
+        how = _VALUE_OF.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
+        if how is None:
+            return self.literal(e, want)
+        op = getattr(self, how)(e)
         if want is not None and op.type != want:
             op = self.convert(op, want, None, e.span)
         return op
 
-    def _value(self, e: ir.Expr) -> Operand:
-        how = _VALUE_OF.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
-        if how is None:
+    def literal(self, e: ir.Expr, want: Optional[str]) -> Operand:
+        """A literal as an immediate of type `want` (or its own); a located
+        error for any other expression that is not a value."""
+        kind = type(e)
+        if kind not in (ir.Int, ir.Float, ir.Bool):
             self.syms.type_of(e)  # raises the located error for non-values
-            raise TilecError(f"cannot emit {type(e).__name__}", e.span)
-        return how(self, e)
+            raise TilecError(f"cannot emit {kind.__name__}", e.span)
+        t = want or self.syms.type_of(e)
+        if kind is ir.Bool and t != "bool":
+            raise TilecError(f"expected a {t}, found a bool", e.span)
+        if kind is not ir.Bool and t == "bool":
+            raise TilecError("expected a bool", e.span)
+        if kind is ir.Float and _is_int_like(t):
+            raise TilecError(f"a float literal is not a {t}", e.span)
+        return self.imm(e.value, t, e.span)
 
     def method_value(self, e: ir.Method) -> Operand:
         self.syms.type_of(e)
@@ -564,15 +567,15 @@ class Expressions:
 
 
 _VALUE_OF = {
-    ir.Name: lambda k, e: k.binding(e),
-    ir.Binary: Expressions.binary,
-    ir.Unary: Expressions.unary,
-    ir.Select: Expressions.select,
-    ir.Index: lambda k, e: k.load(e),
-    ir.Method: Expressions.method_value,
-    ir.Call: Expressions.call_value,
+    ir.Name: "binding",
+    ir.Binary: "binary",
+    ir.Unary: "unary",
+    ir.Select: "select",
+    ir.Index: "load",
+    ir.Method: "method_value",
+    ir.Call: "call_value",
 }
-"""How `Expressions._value` evaluates each class of expression node."""
+"""The method of `Expressions.value` for each class of expression node but literals."""
 
 
 def _int_ptx(t: str) -> str:

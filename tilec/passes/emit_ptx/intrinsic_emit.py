@@ -193,19 +193,17 @@ class IntrinsicCalls:
         """The register an intrinsic writes for `arg`: a mutable scalar's or a
         register-array element's own register, or a temporary stored back to
         a memory element after the instruction."""
-        if isinstance(arg, ir.Name):
+        kind = type(arg)
+        if kind is ir.Index:
+            reg = self.element_ref(arg, read=True).reg
+            if reg is None:
+                reg = self.regs.temp(self.syms.type_of(arg))
+                writebacks.append((arg, reg))
+        elif kind is ir.Name:
             sym = self.syms.lookup(arg.id, arg.span)
             if sym.kind != "scalar":
                 raise TilecError(f"{what}: '{arg.id}' is not a mutable scalar", arg.span)
             reg = self.binding(arg)
-        elif isinstance(arg, ir.Index):
-            t = self.syms.type_of(arg)
-            ref = self.element_ref(arg)
-            if ref.reg is not None:
-                reg = ref.reg
-            else:
-                reg = self.regs.temp(t)
-                writebacks.append((arg, reg))
         else:
             raise TilecError(f"{what} must be a register-array element or a mutable scalar", arg.span)
         if reg.type not in _register_types(want):
