@@ -167,7 +167,7 @@ class Expressions:
             t = self.syms.type_of(e)
             return self.arith(op, self.value(e.lhs, t), self.value(e.rhs, "u32"), t)
         t = self.syms.operand_type(e)
-        if op in ("//", "%") and t == "i32":
+        if op in ("//", "%") and t == "i32" and self.syms.divisors:  # (the key is the divisor's text)
             div = self.syms.divisors.get(divisor_key(e.rhs))
             if div is not None:
                 return self.uniform_divmod(op, self.value(e.lhs, t), e.rhs, div)

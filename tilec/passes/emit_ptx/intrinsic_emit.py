@@ -119,11 +119,11 @@ class IntrinsicCalls:
             if kind == "regs":
                 pair = self._pair_type(arg.items, p.arg)
                 if pair is not None:
-                    return Operands(self.packed_pair(lo, hi, pair, what) for lo, hi in self._two_by_two(arg, what))
-                return Operands(self.lvalue(a, p.arg, what, writebacks) for a in arg.items)
+                    return Operands([self.packed_pair(lo, hi, pair, what) for lo, hi in self._two_by_two(arg, what)])
+                return Operands([self.lvalue(a, p.arg, what, writebacks) for a in arg.items])
             want = None if kind == "index" else p.arg
             # PTX vector operands `{a, b}` take registers only
-            return Operands(self.reg(self.checked_value(a, want, what)) for a in arg.items)
+            return Operands([self.reg(self.checked_value(a, want, what)) for a in arg.items])
         if kind == "reg":
             return self.lvalue(arg, p.arg, what, writebacks)
         if kind == "shared_addr":
