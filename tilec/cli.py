@@ -121,6 +121,8 @@ def run() -> NoReturn:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
+    except BrokenPipeError:
+        os._exit(status or 1)  # the reader has gone; nothing left to tell it
     except OSError:
         sys.exit(status)
     os._exit(status)
@@ -131,6 +133,12 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     sources = {}
     try:
         return _run(args, sources)
+    except BrokenPipeError:
+        # The reader of our output went away (`tilec k.tile -o - | head`):
+        # like any filter, stop quietly.  What stdout still buffers goes to
+        # /dev/null, or flushing it at exit would fail the same way.
+        _silence_stdout()
+        return 1
     except TilecError as err:
         if args.traceback:
             _print_traceback()
@@ -146,6 +154,13 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         if not args.traceback:
             sys.stderr.write("This is a bug in tilec; rerun with --traceback for the full traceback.\n")
         return 2
+
+
+def _silence_stdout() -> None:
+    if sys.stdout is not None:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _print_traceback() -> None:
