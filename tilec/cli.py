@@ -1,9 +1,10 @@
 """The `tilec` command: compile a .tile file to PTX and kernel.json.
 
 Exit status: 0 on success, 1 for a mistake in the user's program or command
-line (reported GCC-style, without a traceback), 2 for an internal compiler
-error (any other exception: a bug in tilec, reported with a hint to rerun
-with --traceback).
+line (reported GCC-style, without a traceback) and, silently, when the
+reader of its output has gone (`| head`), 2 for an internal compiler error
+(any other exception: a bug in tilec, reported with a hint to rerun with
+--traceback).
 
 The driver is a short-lived process, and most of a small compile's time in
 it is Python starting up and tilec being imported.  So tilec's compiler is
