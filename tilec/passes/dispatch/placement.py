@@ -30,15 +30,20 @@ from tilec.passes.dispatch.vectors import Divisors
 
 
 def _digits(iters, xs) -> Dict[str, List[int]]:
-    """Per axis, the offset the iterators give each index in `xs`."""
+    """Per axis, the offset the iterators give each index in `xs`.  An
+    iterator's digit of x is x // inner % extent, `inner` the extents of
+    the iterators after it: one list per iterator, not a loop over the
+    iterators per index (a wgmma operand places hundreds of rows)."""
     out: Dict[str, List[int]] = {}
-    for x in xs:
-        offs: Dict[str, int] = {}
-        for it in reversed(iters):
-            x, digit = divmod(x, it.extent)
-            offs[it.axis] = offs.get(it.axis, 0) + digit * it.stride
-        for a, v in offs.items():
-            out.setdefault(a, []).append(v)
+    if not xs:
+        return out
+    inner = 1
+    for it in reversed(iters):
+        extent, stride = it.extent, it.stride
+        column = [x // inner % extent * stride for x in xs]
+        before = out.get(it.axis)
+        out[it.axis] = column if before is None else [a + b for a, b in zip(before, column)]
+        inner *= extent
     return out
 
 
