@@ -77,8 +77,8 @@ def copy_vec(dst: ir.Index, src: ir.Index, v: int) -> ir.Stmt:
     return ir.ExprStmt(ir.Call("copy_vec", (dst, src, ir.Int(v))))
 
 
-def assign(dst: ir.Expr, value: ir.Expr) -> ir.Stmt:
-    return ir.Assign((dst,), value)
+def assign(dst: ir.Expr, value: ir.Expr, span: Optional[ir.Span] = None) -> ir.Stmt:
+    return ir.Assign((dst,), value, span=span)
 
 
 def guarded(cond: Optional[ir.Expr], stmts: list) -> list:

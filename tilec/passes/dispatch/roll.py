@@ -35,19 +35,24 @@ def _shape(node: ir.Node, ints: list) -> tuple:
     is one C-level tuple comparison, where rebuilt trees compared node by
     node through attrs' `__eq__`; the key lists, in pre-order, each node's
     class and then its fields (a tuple as `_TUPLE`, its length, its items),
-    which a node's class makes unambiguous, and is built in one loop over an
+    which a node's class makes unambiguous (an element of constant indices
+    is one entry: its buffer and rank), and is built in one loop over an
     explicit stack (a roll keys every statement a lowering builds, most of
     which roll does not change)."""
     key = []
     stack = [node]
     pop, push, extend = stack.pop, key.append, stack.extend
-    Node, Int, getters = ir.Node, ir.Int, _EQ_FIELDS
+    Node, Int, Index, Name, getters = ir.Node, ir.Int, ir.Index, ir.Name, _EQ_FIELDS
     while stack:
         v = pop()
         cls = type(v)
         if cls is Int:
             ints.append(v.value)
             push(Int)
+        elif cls is Index and type(v.base) is Name and all(type(i) is Int for i in v.indices):
+            # a register element (`buf[2, 5]`), most of what a lowering names: one entry
+            push((Index, v.base.id, len(v.indices)))
+            ints.extend([i.value for i in v.indices])
         elif isinstance(v, Node):
             push(cls)
             try:
@@ -91,13 +96,51 @@ def roll(ctx: DispatchContext, stmts: list, shortest: int = 3) -> list:
     loop -- what an author would write; the unroll pass expands it again."""
     ints = [[] for _ in stmts]
     shapes = [_shape(s, found) for s, found in zip(stmts, ints)]
-    out, i = [], 0
-    while i < len(stmts):
-        shape = shapes[i]
+    out = []
+    for i, j, step in _runs(shapes, ints, shortest):
+        if step is None:
+            out.append(stmts[i])
+        else:
+            var = ctx.fresh("j")
+            body = _template(stmts[i], ir.Name(var), ints[i], step)
+            out.append(ir.For(var, "unroll", ir.Int(0), ir.Int(j - i), ir.Int(1), (body,)))
+    return out
+
+
+def roll_rows(ctx: DispatchContext, rows: list, build, shortest: int = 3) -> list:
+    """`roll` of the statements `build(kind, values)` makes from `rows` of
+    (kind, integers), without building and keying each statement first: a
+    lowering that writes one statement per register element (a cast's
+    conversions) knows which of its statements have one shape (the same
+    kind) and their integers (in the order `_shape` collects them).  A
+    statement left alone is built from its integers; a run's body from
+    `first + var * step` where its integer changes (an expression) and the
+    integer where it does not, as `roll` would rewrite the run's first
+    statement."""
+    kinds = [kind for kind, _ in rows]
+    ints = [values for _, values in rows]
+    out = []
+    for i, j, step in _runs(kinds, ints, shortest):
+        if step is None:
+            out.append(build(kinds[i], ints[i]))
+        else:
+            var = ir.Name(ctx.fresh("j"))
+            values = [v if d == 0 else add(mul(var, d), v) for v, d in zip(ints[i], step)]
+            out.append(ir.For(var.id, "unroll", ir.Int(0), ir.Int(j - i), ir.Int(1), (build(kinds[i], values),)))
+    return out
+
+
+def _runs(keys: list, ints: list, shortest: int):
+    """(i, j, step) for each run keys[i:j] of `shortest` or more equal keys
+    whose integers change by `step` from one to the next, and (i, i + 1,
+    None) for each statement in no such run, in order."""
+    i = 0
+    while i < len(keys):
+        key = keys[i]
         first = ints[i]
         j = i + 1
         step = None
-        while j < len(stmts) and shapes[j] == shape:
+        while j < len(keys) and keys[j] == key:
             values = ints[j]
             d = [b - a for a, b in zip(first, values)]
             if step is None:
@@ -106,11 +149,8 @@ def roll(ctx: DispatchContext, stmts: list, shortest: int = 3) -> list:
                 break
             j += 1
         if j - i >= shortest:
-            var = ctx.fresh("j")
-            body = _template(stmts[i], ir.Name(var), first, step)
-            out.append(ir.For(var, "unroll", ir.Int(0), ir.Int(j - i), ir.Int(1), (body,)))
+            yield i, j, step
             i = j
         else:
-            out.append(stmts[i])
+            yield i, i + 1, None
             i += 1
-    return out

@@ -21,7 +21,7 @@ from tilec.passes.dispatch.register_storage import (
     register_pairs,
     scalar_elements,
 )
-from tilec.passes.dispatch.roll import roll
+from tilec.passes.dispatch.roll import roll_rows
 from tilec.passes.dispatch.threads import Threads, scope_of
 
 _PAIRED = {"f16": "ptx.cvt.f16x2.f32", "bf16": "ptx.cvt.bf16x2.f32"}
@@ -63,15 +63,31 @@ def lower(op, ctx):
     dst, src = cast_operands(op, ctx)
     threads = Threads(ctx.symbols)
     pairs, st = register_pairs(dst, src, threads, scope_of(op))
-    elems = [(register_element(dst.buffer, cd, op.span), register_element(src.buffer, cs, op.span))
-             for cd, cs in pairs]
-    stmts = []
+    span = op.span
     paired = _PAIRED.get(dst.dtype) if src.dtype == "f32" else None
+    # one row per statement: its kind and its integers (the elements' indices, in order)
+    rows, rest = [], pairs
     if paired is not None:
-        while len(elems) >= 2:
-            (d0, s0), (d1, s1), elems = elems[0], elems[1], elems[2:]
-            stmts.append(ir.ExprStmt(ir.Call(paired, (d0, d1, s0, s1))))
-    for d, s in elems:
-        value = s if dst.dtype == src.dtype else ir.Call("convert", (s, ir.DTypeLit(dst.dtype)))
-        stmts.append(assign(d, value))
-    return guarded(st.guard(threads, axis_exprs(st, threads)), roll(ctx, stmts))
+        rows = [(paired, pairs[k][0] + pairs[k + 1][0] + pairs[k][1] + pairs[k + 1][1])
+                for k in range(0, len(pairs) - 1, 2)]
+        rest = pairs[len(pairs) - len(pairs) % 2:]
+    rows += [("convert", cd + cs) for cd, cs in rest]
+    nd, ns = len(dst.buffer.shape), len(src.buffer.shape)
+
+    def element(buf, values):
+        if all(isinstance(v, int) for v in values):
+            return register_element(buf, values, span)
+        # in a rolled loop's body: an index that moves with the loop variable
+        return ir.Index(ir.Name(buf.name, span=span),
+                        tuple(ir.Int(v, span=span) if isinstance(v, int) else v for v in values), span=span)
+
+    def build(kind, values):
+        if kind == "convert":
+            d, s = element(dst.buffer, values[:nd]), element(src.buffer, values[nd:])
+            value = s if dst.dtype == src.dtype else ir.Call("convert", (s, ir.DTypeLit(dst.dtype, span=span)), span=span)
+            return assign(d, value, span)
+        d0, d1 = element(dst.buffer, values[:nd]), element(dst.buffer, values[nd:2 * nd])
+        s0, s1 = element(src.buffer, values[2 * nd:2 * nd + ns]), element(src.buffer, values[2 * nd + ns:])
+        return ir.ExprStmt(ir.Call(kind, (d0, d1, s0, s1), span=span), span=span)
+
+    return guarded(st.guard(threads, axis_exprs(st, threads)), roll_rows(ctx, rows, build))
