@@ -28,6 +28,7 @@ from tilec.passes.dispatch import Decline, predicate, register
 from tilec.passes.dispatch.copy.operands import copy_operands
 from tilec.passes.dispatch.wgmma_fragment import MMA_M, WHOLE_WARPGROUP, fragment_elements
 from tilec.passes.dispatch.build import add, floordiv, mod, mul
+from tilec.passes.dispatch.per_kernel import last_kernel
 from tilec.passes.dispatch.threads import Threads
 from tilec.passes.dispatch.vectors import Divisors, vector_ok
 
@@ -79,6 +80,28 @@ def lower(op, ctx) -> List[ir.Stmt]:
         )
     threads = Threads(ctx.symbols)
     values = fragment_elements(frag, threads, [(MMA_M * i, 0) for i in range(rows // MMA_M)], cols, "the fragment", op.span)
+    stmts = []
+    for i, j, num, row, col, kwargs in _lane_origins(threads, rows, cols):
+        addr = ir.Method(ir.Name(smem.name), "ptr_to", (ir.ListExpr(smem.coordinate([row, col])),))
+        regs = ir.TupleExpr(tuple(values[i][4 * j: 4 * j + 2 * num]))
+        stmts.append(ir.ExprStmt(ir.Call("ptx.stmatrix", (regs, addr), kwargs)))
+    return stmts
+
+
+_ORIGINS = last_kernel(lambda syms: {})
+"""(rows, cols) -> `_lane_origins`, per kernel."""
+
+
+def _lane_origins(threads: Threads, rows: int, cols: int) -> list:
+    """(block i, column pair j, matrices, row, column, keywords) of each stmatrix of a
+    rows x cols fragment: the (region) row and column the lane points at,
+    expressions of its lane and warp, which are the kernel's; so they are
+    built (and folded) once per kernel and fragment shape, not by every
+    copy (an epilogue copies its fragment once per column block)."""
+    table = _ORIGINS(threads.syms)
+    found = table.get((rows, cols))
+    if found is not None:
+        return found
     lane = threads.require(threads.axis("laneid"), "the lane")
     warp = threads.require(threads.axis("wid_in_wg"), "the warp in its warpgroup")
     # what a matrix's lane address adds to its block's and its column's, by matrices per
@@ -91,15 +114,13 @@ def lower(op, ctx) -> List[ir.Stmt]:
         lane_parts[num] = (add(mul(mod(q, 2), ROWS), mod(lane, ROWS)),
                            mul(floordiv(q, 2), ROWS) if num == 4 else None,
                            (ir.Keyword("num", ir.Int(num)),))
-    stmts = []
-    for i, tile in enumerate(values):
+    found = []
+    for i in range(rows // MMA_M):
         band = add(ir.Int(MMA_M * i), warp_rows)
         for j in range(0, cols // ROWS, 2):
             num = 4 if j + 1 < cols // ROWS else 2
             lane_row, lane_col, kwargs = lane_parts[num]
-            row = add(band, lane_row)
             col = add(ir.Int(ROWS * j), lane_col) if num == 4 else ir.Int(ROWS * j)
-            addr = ir.Method(ir.Name(smem.name), "ptr_to", (ir.ListExpr(smem.coordinate([row, col])),))
-            regs = ir.TupleExpr(tuple(tile[4 * j: 4 * j + 2 * num]))
-            stmts.append(ir.ExprStmt(ir.Call("ptx.stmatrix", (regs, addr), kwargs)))
-    return stmts
+            found.append((i, j, num, add(band, lane_row), col, kwargs))
+    table[(rows, cols)] = found
+    return found
