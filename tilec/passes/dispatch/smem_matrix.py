@@ -94,9 +94,14 @@ class SharedMatrix:
         call = ir.Call(f"ptx.{self.family}.encode_matrix_descriptor", args)
         return call if self.dynamic is None else ir.Binary("+", call, self.dynamic)
 
-    def operand(self, desc: str, tile: tuple) -> ir.Expr:
-        """`desc` (holding `descriptor()`) moved to the tile at `tile`."""
-        return add(ir.Name(desc), self.starts[tile])
+    def operand(self, desc: str, tile: tuple, span: Optional[ir.Span] = None) -> ir.Expr:
+        """`desc` (holding `descriptor()`) moved to the tile at `tile`: `desc
+        + start`, built at `span` (a lowering passes its call's, and this
+        node, one per instruction, is then not rebuilt to locate it).  `desc`
+        is a fresh name, never a predefined constant, so nothing in it folds."""
+        name = ir.Name(desc, span=span)
+        start = self.starts[tile]
+        return name if start == 0 else ir.Binary("+", name, ir.Int(start, span=span), span=span)
 
 
 def operand_matrix(

@@ -77,7 +77,7 @@ def lower(op, ctx):
         st = storage(dst.buffer, threads, replicated=True)  # each copy is set alike
         check_scope(st, scope, threads, "register buffer")
         axes = axis_exprs(st, threads)
-        stmts = [assign(register_element(dst.buffer, h.coord, op.span), value) for h in held_elements(dst, st, axes)]
+        stmts = [assign(register_element(dst.buffer, h.coord, op.span), value, op.span) for h in held_elements(dst, st, axes)]
         return guarded(st.guard(threads, axes), roll(ctx, stmts))
     tid = threads.require(threads.index(scope), f"each thread's position in its {scope}")
     return spread(ctx, threads.size(scope), tid, dst.shape, 1, lambda index: [assign(dst.element(index), value)])

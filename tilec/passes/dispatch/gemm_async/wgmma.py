@@ -298,13 +298,13 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         for i in range(m_tiles):
             for j in range(n_tiles):
                 d = ds[i * n_tiles + j]
-                b_val = b.operand(b_desc, (n_inst * j, k_inst * kk))
+                b_val = b.operand(b_desc, (n_inst * j, k_inst * kk), span)
                 s = scale if kk == 0 else ir.Bool(True, span=span)
                 if a is None:
                     a_val = ir.TupleExpr(tuple(a_frags[i * k_steps + kk]), span=span)
                     call = ir.Call("ptx.wgmma.mma_async.rs", (d, a_val, b_val, s), n_kw, span=span)
                 else:
-                    a_val = a.operand(a_desc, (MMA_M * i, k_inst * kk))
+                    a_val = a.operand(a_desc, (MMA_M * i, k_inst * kk), span)
                     call = ir.Call("ptx.wgmma.mma_async", (d, a_val, b_val, s), n_kw, span=span)
                 stmts.append(ir.ExprStmt(call, span=span))
     return stmts
