@@ -407,10 +407,10 @@ class Expressions:
     def call_value(self, e: ir.Call) -> Operand:
         f = e.func
         t = self.syms.type_of(e)  # validates the call as a value
+        if f in MATH:  # (no math function is in an intrinsic namespace)
+            return self.math_call(e, t)
         if intrinsics.is_intrinsic_name(f):
             return self.call_intrinsic(e)
-        if f in MATH:
-            return self.math_call(e, t)
         if f == SM_COUNT:
             return self.binding(ir.Name(SM_COUNT_PARAM, span=e.span))
         row = BUILTINS[f]

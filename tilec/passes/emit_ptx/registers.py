@@ -60,7 +60,7 @@ def ptx_type(t: str) -> str:
 
 def bit_type(t: str) -> str:
     """The untyped suffix of the same width (`b32`)."""
-    return "pred" if t == "bool" else f"b{width(t)}"
+    return _BIT_TYPE[t]
 
 
 def width(t: str) -> int:
@@ -69,6 +69,7 @@ def width(t: str) -> int:
 
 _WIDTH = {"bool": 1, "f16": 16, "bf16": 16, "e4m3": 16, "e5m2": 16, "i32": 32, "u32": 32, "f32": 32,
           "i64": 64, "u64": 64, "f64": 64, **POINTER_TYPES}
+_BIT_TYPE = {t: "pred" if t == "bool" else f"b{bits}" for t, bits in _WIDTH.items()}
 
 
 @records.frozen
