@@ -15,7 +15,9 @@ that it tokenizes, shapes the tree and reports errors exactly as Lark does:
 - the contextual lexer: per parser state, the one regular expression Lark
   matches (its terminals in Lark's priority order), the keyword table that
   turns a NAME into a keyword where the state accepts the keyword, and the
-  terminals it accepts (for errors); the root lexer likewise;
+  terminals it accepts (for errors); the root lexer likewise; the patterns
+  of the terminals every lexer ignores (blanks), which the run-time lexer
+  reads together with the token after them;
 - per rule, what Lark's tree builder does with the children: which are
   kept, which `_rule` children are spliced in, where `[x]` placeholders
   (None) go, and whether a `?rule` with one child stands for that child.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import os
 import pprint
+import re
 
 from lark import Lark
 from lark.lexer import PatternStr
@@ -95,6 +98,14 @@ def build() -> dict:
         ranks = [rank[name] for name in s[4] if name in rank]
         assert ranks == sorted(ranks), s[4]
     texts = {t.name: t.pattern.value if isinstance(t.pattern, PatternStr) else t.name for t in parser.terminals}
+    ignored = {t.name: t.pattern.to_regexp() for t in parser.terminals if t.name in parser.lexer_conf.ignore}
+    assert all(s[3] == tuple(sorted(ignored)) for s in scanners), "every lexer ignores the same terminals"
+    # The run-time lexer reads blanks with the token after them, which
+    # stands for reading them as a token of their own only while no other
+    # terminal matches where an ignored one starts.
+    blanks = [chr(c) for c in range(128) if any(re.match(p, chr(c)) for p in ignored.values())]
+    assert not [t.name for t in parser.terminals if t.name not in ignored
+                for c in blanks if re.match(t.pattern.to_regexp(), c)], "a terminal starts with a blank"
     return {
         "grammar": grammar_text(),
         "start": number[start],
@@ -105,6 +116,7 @@ def build() -> dict:
         "lexer_of": lexer_of,
         "root_lexer": root,
         "terminal_texts": dict(sorted(texts.items())),
+        "ignored": tuple(pattern for _, pattern in sorted(ignored.items())),
     }
 
 

@@ -13,6 +13,7 @@ the whole tree first, then the builder over it, exactly Lark's order.
 """
 from __future__ import annotations
 
+import operator
 import re
 
 # Rule kinds, as `tilec.grammar.generate` classifies the rules.
@@ -97,13 +98,25 @@ class Redo(Exception):
 _COMPILED: dict = {}  # pattern -> compiled regex, shared by all parsers
 
 
+_ABSENT = (None, None, None, 0)  # a stack entry for an absent `[x]`: a None child
+_value, _height = operator.itemgetter(0), operator.itemgetter(3)  # of a stack entry
+
+
+def _keeps_all(rule) -> bool:
+    """Whether a rule's node has its children as they are: each kept, in
+    order, none spliced, no None placeholder."""
+    keep, nones_after = rule[4], rule[5]
+    return not nones_after and list(keep) == [(i, False, 0) for i in range(rule[1])]
+
+
 class _Scanner:
-    __slots__ = ("pattern", "keywords", "allowed", "ignore", "terminals", "_regex")
+    __slots__ = ("pattern", "keywords", "allowed", "ignore", "terminals", "tokens", "_regex")
 
     def __init__(self, pattern, keywords, allowed, ignore, terminals):
         self.pattern, self.keywords = pattern, keywords
         self.allowed, self.ignore = frozenset(allowed), frozenset(ignore)
         self.terminals = frozenset(terminals)
+        self.tokens = self.terminals - self.ignore  # (the terminals that make tokens)
         self._regex = None
 
     @property
@@ -123,11 +136,24 @@ class Parser:
         self.grammar = tables["grammar"]
         self.start, self.end = tables["start"], tables["end"]
         self.states = tables["states"]
-        self.rules = tables["rules"]
+        # Each rule with one more field: whether its node keeps all its
+        # children, in order, as they are (no splice, no placeholder), so
+        # that the reduction passes them on without building a new list.
+        self.rules = [rule + (_keeps_all(rule),) for rule in tables["rules"]]
         scanners = [_Scanner(*s) for s in tables["scanners"]]
         self.lexer_of = [scanners[i] for i in tables["lexer_of"]]
         self.root = scanners[tables["root_lexer"]]
         self.terminal_texts = tables["terminal_texts"]
+        # The root lexer's alternation behind a run of what every lexer
+        # ignores (blanks between tokens): one match reads the blanks and
+        # the token after them (see `_lex`).
+        ignored = "|".join(tables["ignored"])
+        self._skip_match = re.compile(f"(?:{ignored})?(?:{self.root.pattern})").match if ignored else None
+        # (state below, state, terminal) -> the state the parser is in once
+        # the unit reductions `terminal` makes in `state` are done: a name
+        # followed by `)` climbs some fifteen precedence levels, each a
+        # reduction that only changes the state.
+        self._after_units: dict = {}
 
     # -- lexing ----------------------------------------------------------------
 
@@ -142,12 +168,36 @@ class Parser:
         where the root lexer matches nothing, no keyword does either (NAME
         would).  Only a match of a terminal the state lacks needs the
         state's own expression: most states' are never compiled (each costs
-        a regex compile in every process)."""
+        a regex compile in every process).
+
+        Blanks are read with the token after them, by `_skip_match` (the
+        blanks, then the root lexer's match); where that match is not a
+        terminal of the state's (or is blanks again, or nothing), the blanks
+        and the token are read one at a time as above, which is what the
+        one match stands for."""
         lexer_of = self.lexer_of
         root_match = self.root.match
+        skip_match = self._skip_match
         pos, line, line_start, end = 0, 1, 0, len(text)
         while pos < end:
             scanner = lexer_of[state_stack[-1]]
+            if skip_match is not None:
+                m = skip_match(text, pos)
+                if m is not None:
+                    kind = m.lastgroup
+                    if kind in scanner.tokens:
+                        start, pos = m.span(kind)
+                        value = text[start:pos]
+                        column = start - line_start + 1
+                        start_line = line
+                        if "\n" in value:
+                            line += value.count("\n")
+                            line_start = start + value.rindex("\n") + 1
+                        words = scanner.keywords.get(kind)
+                        if words is not None:
+                            kind = words.get(value, kind)
+                        yield Token(kind, value, start, start_line, column, line, pos - line_start + 1, pos)
+                        continue
             m = root_match(text, pos)
             if m is not None and m.lastgroup not in scanner.terminals:
                 m = scanner.match(text, pos)
@@ -196,11 +246,14 @@ class Parser:
         `tree=True` the parse tree (`Tree` nodes, tokens, None placeholders).
         With `max_depth`, a node nested deeper raises `Redo`."""
         states, rules, end_state = self.states, self.rules, self.end
+        after_units = self._after_units
         state_stack = [self.start]
-        # One entry per stack symbol: [value, position, height].  A token is
-        # its own position; a node's height counts the tree nodes down to its
-        # deepest leaf (the depth the tree form would have).
+        # One entry per stack symbol: (value, first token, last token,
+        # height).  The tokens are the first and last with a position below
+        # it (None for a node of no token); a node's height counts the tree
+        # nodes down to its deepest leaf (the depth the tree form would have).
         stack = []
+        push = stack.append
         methods = {}
         token = None
         for token in postlex.process(self._lex(text, state_stack)):
@@ -211,11 +264,15 @@ class Parser:
                     raise self._refused(token, state_stack)
                 if action >= 0:
                     state_stack.append(action)
-                    stack.append((token, token, 0))
+                    push((token, token, token, 0))
                     break
-                rule = rules[-1 - action]
-                if rule[2] == UNIT:  # (`_reduce`'s first case, here: most reductions are)
-                    state_stack[-1] = states[state_stack[-2]][rule[0]]
+                rule = rules[~action]
+                if rule[2] == UNIT:
+                    key = (state_stack[-2], state_stack[-1], ttype)
+                    after = after_units.get(key)
+                    if after is None:
+                        after = after_units[key] = self._units(key)
+                    state_stack[-1] = after
                     continue
                 self._reduce(rule, state_stack, stack, builder, methods, tree, max_depth)
         end = (Token("$END", "", token.start_pos, token.line, token.column, token.end_line, token.end_column,
@@ -225,12 +282,24 @@ class Parser:
             if action is None:
                 raise self._refused(end, state_stack)
             assert action < 0, "the end of input is never shifted"
-            self._reduce(rules[-1 - action], state_stack, stack, builder, methods, tree, max_depth)
+            self._reduce(rules[~action], state_stack, stack, builder, methods, tree, max_depth)
             if state_stack[-1] == end_state:
                 return stack[-1][0]
 
+    def _units(self, key) -> int:
+        """The state after the unit reductions a terminal makes, in a row,
+        in a state above another (a unit reduction pops one state and
+        pushes one: the state below stays)."""
+        below, state, terminal = key
+        states, rules = self.states, self.rules
+        while True:
+            action = states[state].get(terminal)
+            if action is None or action >= 0 or rules[~action][2] != UNIT:
+                return state
+            state = states[below][rules[~action][0]]
+
     def _reduce(self, rule, state_stack, stack, builder, methods, tree, max_depth):
-        origin, size, kind, name, keep, nones_after = rule
+        origin, size, kind, name, keep, nones_after, keeps_all = rule
         if kind == UNIT:  # the child stands for the rule: only the state changes
             del state_stack[-1]
             state_stack.append(self.states[state_stack[-1]][origin])
@@ -239,43 +308,41 @@ class Parser:
             children = stack[-size:]
             del stack[-size:]
             del state_stack[-size:]
+            first, last = children[0][1], children[-1][2]
+            if first is None or last is None:
+                first = next((e[1] for e in children if e[1] is not None), None)
+                last = next((e[2] for e in reversed(children) if e[2] is not None), None)
         else:
             children = []
-        first = last = None
-        for entry in children:
-            if entry[1] is not None:
-                first = entry[1]
-                break
-        if first is not None:
-            for entry in reversed(children):
-                if entry[1] is not None:
-                    last = entry[1]
-                    break
-        kept = []
-        for i, splice, nones in keep:
-            if nones:
-                kept += [(None, None, 0)] * nones
-            if splice:
-                kept += children[i][0]
-            else:
-                kept.append(children[i])
-        if nones_after:
-            kept += [(None, None, 0)] * nones_after
+            first = last = None
+        if keeps_all:
+            kept = children
+        else:
+            kept = []
+            for i, splice, nones in keep:
+                if nones:
+                    kept += [_ABSENT] * nones
+                if splice:
+                    kept += children[i][0]
+                else:
+                    kept.append(children[i])
+            if nones_after:
+                kept += [_ABSENT] * nones_after
         if kind == SPLICE:
-            entry = (kept, Meta(first, last) if first is not None else None, 0)
+            entry = (kept, first, last, 0)
         else:
             meta = Meta(first, last)
-            height = 1 + max((e[2] for e in kept), default=0)
+            height = max(map(_height, kept), default=0) + 1
             if tree:
-                value = Tree(name, [e[0] for e in kept], meta)
+                value = Tree(name, list(map(_value, kept)), meta)
             else:
                 if height > max_depth:
                     raise Redo()
                 method = methods.get(name)
                 if method is None:
                     method = methods[name] = getattr(builder, name)
-                value = method(meta, [e[0] for e in kept])
-            entry = (value, meta if first is not None else None, height)
+                value = method(meta, list(map(_value, kept)))
+            entry = (value, first, last, height)
         state_stack.append(self.states[state_stack[-1]][origin])
         stack.append(entry)
 

@@ -10848,3 +10848,4 @@ TERMINAL_TEXTS = {'AMPERSAND': '&',
  '__ANON_6': '//',
  '__ANON_7': '**',
  '__IGNORE_0': '__IGNORE_0'}
+IGNORED = ('[\t \x0c]+',)
