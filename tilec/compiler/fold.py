@@ -34,11 +34,11 @@ def fold(node: ir.Node) -> ir.Node:
     """`node` with every constant expression folded and every constant `if`
     resolved (a module, kernel, statement or expression).  Folding is pure,
     so a subtree that expansion placed at many uses is folded once."""
-    return prune(visit.transform(node, _fold_node, pure=True))
+    return prune(visit.transform(node, _fold_node, pure=True, only=_FOLDERS))
 
 
 def fold_expr(expr: ir.Expr) -> ir.Expr:
-    return visit.transform(expr, _fold_node)
+    return visit.transform(expr, _fold_node, only=_FOLDERS)
 
 
 def fold_block(stmts, env=None) -> tuple:
@@ -47,7 +47,7 @@ def fold_block(stmts, env=None) -> tuple:
     by its value at the use's span, in the same traversal: unroll folds every
     copy of a loop body just after substituting into it."""
     if not env:
-        return _prune_block(tuple(visit.transform(s, _fold_node) for s in stmts))
+        return _prune_block(tuple(visit.transform(s, _fold_node, only=_FOLDERS) for s in stmts))
 
     def fn(node):
         if isinstance(node, ir.Name) and node.id in env:

@@ -123,52 +123,65 @@ def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.
     two, where a caller changes a field besides the children)."""
     cls = type(node)
     try:
-        getter = _GETTERS[cls]
+        getter, children, position = _PLANS[cls]
     except KeyError:
-        getter = _getter(cls)
-    if getter is None:
-        return _rebuild(node, also) if also else node
+        getter, children, position = _plan(cls)
+    values = _mapped(getter(node), children, fn) if children else None
+    if also:
+        values = list(getter(node)) if values is None else values
+        span = node.span
+        for name, value in also.items():
+            if name == "span":
+                span = value
+            else:
+                values[position[name]] = value
+        return cls(*values, span=span)
+    return node if values is None else cls(*values, span=node.span)
+
+
+def _mapped(values: tuple, children: tuple, fn) -> list | None:
+    """`values` (a node's positional fields) with `fn` applied to the nodes
+    in the fields at the positions `children`, as a list, or None when `fn`
+    returned every node itself (the node is then kept, identity and all)."""
     Node = ir.Node
-    changes = also or None
-    for name, value in zip(_CHILD_FIELDS[cls], getter(node)):
+    out = None
+    for i in children:
+        value = values[i]
         if isinstance(value, Node):
             new = fn(value)
             if new is value:
                 continue
-        elif isinstance(value, tuple) and value:
+        elif type(value) is tuple and value:
             items = [fn(v) if isinstance(v, Node) else v for v in value]
             if all(map(operator.is_, items, value)):
-                continue  # nothing below changed: keep the node (and its identity)
+                continue  # nothing below changed: keep the tuple
             new = tuple(items)
         else:
             continue
-        if changes is None:
-            changes = {}
-        changes[name] = new
-    return _rebuild(node, changes) if changes else node
+        if out is None:
+            out = list(values)
+        out[i] = new
+    return out
 
 
-_INIT: dict = {}
+_PLANS: dict = {}
 """Node class -> (a function returning the values of its positional fields
-as a tuple, each such field's position).  Every IR class takes its fields
-as positional `__init__` arguments of the same names, in order, and then
-`span` as its one keyword-only argument (`ir._span`)."""
+as a tuple, the positions of the fields that may hold nodes, each field's
+position by name).  Every IR class takes its fields as positional
+`__init__` arguments of the same names, in order, and then `span` as its
+one keyword-only argument (`ir._span`), so a rebuild reads the fields once
+and passes them back by position."""
 
 
 def evolve(node: ir.Node, **changes) -> ir.Node:
     """`attrs.evolve(node, **changes)` for IR nodes, without asking attrs for
     the fields of the class at each call, and passing them by position (a
     transform rebuilds thousands of nodes)."""
-    return _rebuild(node, changes)
-
-
-def _rebuild(node: ir.Node, changes: dict) -> ir.Node:
-    """`evolve` with the changes as a dict (`map_children` builds one)."""
     cls = type(node)
     try:
-        getter, position = _INIT[cls]
+        getter, _, position = _PLANS[cls]
     except KeyError:
-        getter, position = _INIT[cls] = _init_spec(cls)
+        getter, _, position = _plan(cls)
     values = getter(node)
     span = node.span
     if changes:
@@ -181,7 +194,7 @@ def _rebuild(node: ir.Node, changes: dict) -> ir.Node:
     return cls(*values, span=span)
 
 
-def _init_spec(cls) -> tuple:
+def _plan(cls) -> tuple:
     fields = attrs.fields(cls)
     assert [f.name for f in fields if f.kw_only] == ["span"], f"{cls.__name__}: only `span` is keyword-only"
     names = tuple(f.name for f in fields if not f.kw_only)
@@ -192,14 +205,19 @@ def _init_spec(cls) -> tuple:
         getter = lambda n: (one(n),)  # noqa: E731
     else:
         getter = lambda n: ()  # noqa: E731
-    return getter, {name: i for i, name in enumerate(names)}
+    position = {name: i for i, name in enumerate(names)}
+    plan = _PLANS[cls] = (getter, tuple(position[name] for name in _child_fields(cls)), position)
+    return plan
 
 
-def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = False) -> ir.Node:
+def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = False, only=None) -> ir.Node:
     """Post-order rewrite: children first, then `fn` on the rebuilt node.
 
     `fn` returns the node unchanged to keep it.  Spans are preserved (a
-    rebuilt node keeps its own).
+    rebuilt node keeps its own).  With `only` (a set of node classes), `fn`
+    is called on nodes of those classes alone and keeps every other: most
+    rewrites change a few kinds of node, and a call per node was a good part
+    of their time.
 
     With `pure=True` (`fn`'s result depends on the node alone: no fresh
     names, no outside state), each node object is rewritten once and its
@@ -209,31 +227,54 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     (hgemm_v7's: 11.5k node occurrences, 5k distinct objects), and a
     rewrite of every occurrence repeats the same work.  Keying on `id` is
     safe here: every node visited is reachable from `node`, alive until the
-    rewrite returns."""
+    rewrite returns.
 
-    getters = _GETTERS
-    if pure:
-        done: dict = {}
+    (`map_children` written out in the recursion: a rewrite visits every
+    node, and a call per node more was a good part of its time.)"""
 
-        def rewrite(n):
+    plans = _PLANS
+    Node = ir.Node
+    is_ = operator.is_
+    done = {} if pure else None
+
+    def rewrite(n):
+        cls = type(n)
+        try:
+            getter, children, _ = plans[cls]
+        except KeyError:
+            getter, children, _ = _plan(cls)
+        if not children and only is not None and cls not in only:
+            return n
+        if done is not None:
             key = id(n)
-            out = done.get(key)
-            if out is None:
-                try:
-                    leaf = getters[type(n)] is None
-                except KeyError:
-                    leaf = _getter(type(n)) is None
-                out = done[key] = fn(n if leaf else map_children(n, rewrite))
-            return out
-
-    else:
-
-        def rewrite(n):
-            try:
-                leaf = getters[type(n)] is None
-            except KeyError:
-                leaf = _getter(type(n)) is None
-            return fn(n if leaf else map_children(n, rewrite))
+            hit = done.get(key)
+            if hit is not None:
+                return hit
+        if children:
+            values = getter(n)
+            changed = None
+            for i in children:
+                value = values[i]
+                if isinstance(value, Node):
+                    new = rewrite(value)
+                    if new is value:
+                        continue
+                elif type(value) is tuple and value:
+                    items = [rewrite(v) if isinstance(v, Node) else v for v in value]
+                    if all(map(is_, items, value)):
+                        continue
+                    new = tuple(items)
+                else:
+                    continue
+                if changed is None:
+                    changed = list(values)
+                changed[i] = new
+            if changed is not None:
+                n = cls(*changed, span=n.span)
+        out = fn(n) if only is None or cls in only else n
+        if done is not None:
+            done[key] = out
+        return out
 
     return rewrite(node)
 
@@ -250,30 +291,41 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     if module is not None:
         names.update(c.name for c in module.consts)
         names.update(h.name for h in module.helpers)
-    Name, For, InlineDef = ir.Name, ir.For, ir.InlineDef
+    Name, For, InlineDef, Node = ir.Name, ir.For, ir.InlineDef, ir.Node
     declared = {ir.Param, ir.Meta, InlineDef, ir.TensorMap}
-    for n in _outside_helpers(node) if skip_helper_bodies else walk(node):
+    getters = _GETTERS
+    # (`walk` written out, in another order: a set does not need walk's, and
+    # a generator's yield per node was much of the time)
+    stack = [node]
+    pop, push = stack.pop, stack.append
+    while stack:
+        n = pop()
         cls = type(n)
         if cls is Name:
             names.add(n.id)
-        elif cls is For:
+            continue  # (a leaf)
+        if cls is For:
             names.add(n.var)
         elif cls in declared:
             names.add(n.name)
-            if cls is InlineDef and not skip_helper_bodies:
+            if cls is InlineDef:
+                if skip_helper_bodies:
+                    continue
                 names.update(n.params)
+        try:
+            getter = getters[cls]
+        except KeyError:
+            getter = _getter(cls)
+        if getter is None:
+            continue
+        for value in getter(n):
+            if isinstance(value, Node):
+                push(value)
+            elif isinstance(value, tuple):
+                for item in value:
+                    if isinstance(item, Node):
+                        push(item)
     return names
-
-
-def _outside_helpers(node: ir.Node) -> Iterator[ir.Node]:
-    """`walk(node)` (in another order) without the bodies of inline helpers:
-    an `InlineDef` is visited, what it holds is not."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        if type(n) is not ir.InlineDef:
-            stack += _child_list(n)
 
 
 class NameGen:

@@ -140,25 +140,35 @@ class _Expander:
 
     # -- expressions -------------------------------------------------------
 
-    def subst(self, expr: ir.Expr, env: dict) -> ir.Expr:
+    def subst(self, expr: ir.Expr, env: dict, calls: bool = False) -> ir.Expr:
+        """`expr` with consts, metas and parameters replaced by their values
+        and `**` splats expanded.  A helper call is an error here, or with
+        `calls` raises `_HelperCall` for `value` to expand it."""
+        Name, Call, Method = ir.Name, ir.Call, ir.Method
+
         def fn(node):
-            if isinstance(node, ir.Name):
+            cls = type(node)  # (IR classes have no subclasses)
+            if cls is Name:
                 b = env.get(node.id)
                 if b is None or b.kind == "var":
                     return node
                 if b.kind == "helper":
                     raise TilecError(f"inline helper '{node.id}' is not a value", node.span)
                 return visit.evolve(b.value, span=node.span) if node.span else b.value
-            if isinstance(node, ir.Call):
+            if cls is Call:
                 b = env.get(node.func)
                 if b is not None and b.kind == "helper":
+                    if calls:
+                        raise _HelperCall()
                     raise TilecError(f"inline helper '{node.func}' cannot be called here", node.span)
-            if isinstance(node, (ir.Call, ir.Method)) and node.kwargs:
+            elif cls is not Method:
+                return node
+            if node.kwargs:
                 kwargs = _expand_splats(node.kwargs)
                 return node if kwargs == node.kwargs else visit.evolve(node, kwargs=kwargs)
             return node
 
-        return visit.transform(expr, fn)
+        return visit.transform(expr, fn, only=_SUBSTITUTED)
 
     # -- statements --------------------------------------------------------
 
@@ -201,8 +211,17 @@ class _Expander:
         statements appended to `pre`, its return value in the call's place."""
         if expr is None:
             return None
-        if _helper_call(expr, env) is None:  # (most expressions: a walk is cheaper than a rewrite)
-            return self.subst(expr, env)
+        # Most expressions call no helper: substituted in one rewrite, which
+        # stops at a helper call.  An expression that holds one is expanded
+        # below, its errors raised in that order, as if the rewrite had not
+        # been tried.
+        try:
+            return self.subst(expr, env, calls=True)
+        except _HelperCall:
+            pass
+        except TilecError:
+            if _helper_call(expr, env) is None:
+                raise
 
         def fn(node):
             if isinstance(node, ir.Call):
@@ -443,6 +462,13 @@ class _Expander:
             return node
 
         return tuple(visit.transform(s, fn) for s in helper.body)
+
+
+_SUBSTITUTED = frozenset({ir.Name, ir.Call, ir.Method})  # the nodes `subst` may change
+
+
+class _HelperCall(Exception):
+    """Raised by `subst(calls=True)` at a call of an inline helper."""
 
 
 _MEMORY_CALLS = frozenset({"alloc", "alloc_shared", "alloc_local", "decl_buffer", "smem_pool"})
