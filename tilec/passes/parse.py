@@ -32,7 +32,7 @@ class Parse(Pass):
     provides = frozenset({"parsed"})
 
     def apply(self, module, ctx: PassContext) -> ir.Module:
-        module = parse(ctx.source, ctx.filename)
+        module = parsed(ctx.source, ctx.filename)
         if module.includes:
             module = expand_includes(module, ctx.filename)
         if ctx.target is None:
@@ -81,7 +81,7 @@ def _gather(module: ir.Module, filename: str, chain: tuple, done: set, consts: l
                 notes=_included_from(chain),
             ) from None
         try:
-            included = _parse_included(text, path)
+            included = parsed(text, path)
         except TilecError as err:
             raise _noted(err, chain + (line,)) from None
         if included.target is not None:
@@ -103,14 +103,17 @@ def _gather(module: ir.Module, filename: str, chain: tuple, done: set, consts: l
 
 
 @functools.lru_cache(maxsize=64)
-def _parse_included(text: str, path: str) -> ir.Module:
-    """`parse(text, path)`, kept per process: every kernel that includes a
-    library file (`gemm_epilogue.tile`) parses it again, and a process
-    compiling many kernels or variants (the tests, autotuning, a runtime
-    compiling on first launch) would parse the same text each time.  Keyed
-    on the text as read, so an edited file parses afresh; the IR is
+def parsed(text: str, path: str) -> ir.Module:
+    """`parse(text, path)`, kept per process: a process that compiles one
+    source many times -- the autotuner, one compile per set of `-D` values;
+    the tests; a runtime compiling variants on first launch -- parses it
+    once, and every kernel that includes a library file
+    (`gemm_epilogue.tile`) shares its parse.  The parse depends on the text
+    and the file name alone (the `-D` values are applied by expand-inline),
+    and keyed on the text as read, an edited file parses afresh; the IR is
     immutable, so one tree can serve every compile.  A syntax error is not
-    kept: it is raised again at each parse."""
+    kept: it is raised again at each parse.  (Only the parse is kept: every
+    later pass runs at each compile.)"""
     return parse(text, path)
 
 
