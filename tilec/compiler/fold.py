@@ -30,11 +30,21 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout_ir import to_layout, to_lit
 
 
-def fold(node: ir.Node) -> ir.Node:
+def fold(node: ir.Node, names: set | None = None) -> ir.Node:
     """`node` with every constant expression folded and every constant `if`
     resolved (a module, kernel, statement or expression).  Folding is pure,
-    so a subtree that expansion placed at many uses is folded once."""
-    return prune(visit.transform(node, _fold_node, pure=True, only=_FOLDERS))
+    so a subtree that expansion placed at many uses is folded once.  With
+    `names`, the names `node` mentions are added to it (every name the
+    folded node mentions among them), found in the same traversal."""
+    if names is None:
+        return prune(visit.transform(node, _fold_node, pure=True, only=_FOLDERS))
+
+    def fold_noting(n):
+        if type(n) is ir.Name:
+            names.add(n.id)
+        return _fold_node(n)
+
+    return prune(visit.transform(node, fold_noting, pure=True, only=_FOLDERS))
 
 
 def fold_expr(expr: ir.Expr) -> ir.Expr:

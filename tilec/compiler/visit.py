@@ -279,14 +279,18 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     return rewrite(node)
 
 
-def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None) -> set:
+def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None,
+                skipped: list | None = None) -> set:
     """Every name that occurs in `node`: referenced, bound or declared.
 
     This is what a pass's fresh names must avoid.  `skip_helper_bodies` leaves
     out what an inline helper binds (its parameters and body), which are
-    renamed on expansion anyway; `module` adds the names its consts and
-    helpers declare, for a `node` (a kernel) that can see them.  (Nodes are
-    told apart by their class alone: IR classes have no subclasses.)"""
+    renamed on expansion anyway, and appends the helpers so left to
+    `skipped` (a list, when given): the names of `node` are then those
+    returned and those of the helpers in `skipped`.  `module` adds the names
+    its consts and helpers declare, for a `node` (a kernel) that can see
+    them.  (Nodes are told apart by their class alone: IR classes have no
+    subclasses.)"""
     names = set()
     if module is not None:
         names.update(c.name for c in module.consts)
@@ -310,6 +314,8 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
             names.add(n.name)
             if cls is InlineDef:
                 if skip_helper_bodies:
+                    if skipped is not None:
+                        skipped.append(n)
                     continue
                 names.update(n.params)
         try:

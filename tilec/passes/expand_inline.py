@@ -120,8 +120,20 @@ def expand_module(module: ir.Module, defines: dict) -> ir.Module:
         if h.name in env:
             raise TilecError(f"'{h.name}' is defined twice", h.span)
         env[h.name] = _Binding("helper", h)
-    everything = set(env) | visit.identifiers(module)
-    kernels = tuple(_Expander(env, everything).kernel(k) for k in module.kernels)
+    # Every name of the module (what fresh names avoid) and each kernel's
+    # names outside its helpers' bodies, in one walk of each kernel.
+    everything, outside = set(env), []
+    for node in visit.children(module):
+        if type(node) is not ir.Kernel:
+            everything |= visit.identifiers(node)
+            continue
+        helpers: list = []
+        names = visit.identifiers(node, skip_helper_bodies=True, skipped=helpers)
+        outside.append(names)
+        everything |= names
+        for h in helpers:
+            everything |= visit.identifiers(h)
+    kernels = tuple(_Expander(env, everything).kernel(k, names) for k, names in zip(module.kernels, outside))
     return visit.evolve(module, consts=tuple(consts), helpers=(), kernels=kernels)
 
 
@@ -172,8 +184,9 @@ class _Expander:
 
     # -- statements --------------------------------------------------------
 
-    def kernel(self, k: ir.Kernel) -> ir.Kernel:
-        self.outside = visit.identifiers(k, skip_helper_bodies=True)
+    def kernel(self, k: ir.Kernel, outside: set) -> ir.Kernel:
+        """`k` expanded; `outside` holds its names outside helper bodies."""
+        self.outside = outside
         env = dict(self.globals)
         params = []
         for p in k.params:

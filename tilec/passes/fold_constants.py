@@ -32,12 +32,15 @@ class FoldConstants(Pass):
     provides = frozenset({"folded"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        module = fold(prune(module))  # first the branches expand-inline left unexpanded, never folded
-        return attrs.evolve(module, kernels=tuple(_decide_params(k) for k in module.kernels))
+        mentioned: set = set()
+        module = fold(prune(module), mentioned)  # first the branches expand-inline left unexpanded, never folded
+        return attrs.evolve(module, kernels=tuple(_decide_params(k, mentioned) for k in module.kernels))
 
 
-def _decide_params(kernel: ir.Kernel) -> ir.Kernel:
-    """`kernel` with its conditional parameters present or gone."""
+def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
+    """`kernel` with its conditional parameters present or gone.
+    `mentioned` holds every name the module mentions: the kernel is
+    searched for a use of an absent parameter only when one is there."""
     if all(p.cond is None for p in kernel.params):
         return kernel
     params, absent = [], {}
@@ -54,6 +57,8 @@ def _decide_params(kernel: ir.Kernel) -> ir.Kernel:
     kernel = attrs.evolve(kernel, params=tuple(params))
     for p in params:  # `n: i32 if X, n: u32 if not X`: one name, one present declaration
         absent.pop(p.name, None)
+    if mentioned.isdisjoint(absent):
+        return kernel
     for node in visit.walk(kernel):
         if isinstance(node, ir.Name) and node.id in absent:
             p = absent[node.id]
