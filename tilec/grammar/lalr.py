@@ -6,13 +6,15 @@ importing Lark, whose import and table loading cost more than a parse.
 
 `Parser.parse` calls the builder's method for each node as the node is
 reduced (bottom-up, left to right: the order a tree transformer visits in),
-with the node's position (`Meta`) and its children as Lark's tree builder
-would pass them.  Where that order could tell (a builder error, a tree
+with the node's position -- its first and last token, (None, None) for a
+node of no token -- and its children as Lark's tree builder would pass
+them.  Where that order could tell (a builder error, a tree
 deeper than the caller allows), the caller parses again with `tree=True`:
 the whole tree first, then the builder over it, exactly Lark's order.
 """
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 
@@ -48,21 +50,6 @@ class Token(str):
                         self.end_column, self.end_pos))
 
 
-class Meta:
-    """A node's position: from its first child with a position to its last
-    (`empty` when no child has one)."""
-
-    __slots__ = ("empty", "line", "column", "end_line", "end_column")
-
-    def __init__(self, first, last):
-        if first is None:
-            self.empty = True
-        else:
-            self.empty = False
-            self.line, self.column = first.line, first.column
-            self.end_line, self.end_column = last.end_line, last.end_column
-
-
 class Tree:
     """A node of the parse tree (only built with `tree=True`)."""
 
@@ -96,6 +83,14 @@ class Redo(Exception):
 
 
 _COMPILED: dict = {}  # pattern -> compiled regex, shared by all parsers
+
+
+def _end_of_input(token) -> "Token":
+    """The `$END` token, at the position of the last token (or of none)."""
+    if token is None:
+        return Token("$END", "", 0, 1, 1)
+    return Token("$END", "", token.start_pos, token.line, token.column, token.end_line, token.end_column,
+                 token.end_pos)
 
 
 _ABSENT = (None, None, None, 0)  # a stack entry for an absent `[x]`: a None child
@@ -178,36 +173,24 @@ class Parser:
         lexer_of = self.lexer_of
         root_match = self.root.match
         skip_match = self._skip_match
+        new = str.__new__
         pos, line, line_start, end = 0, 1, 0, len(text)
         while pos < end:
             scanner = lexer_of[state_stack[-1]]
-            if skip_match is not None:
-                m = skip_match(text, pos)
-                if m is not None:
-                    kind = m.lastgroup
-                    if kind in scanner.tokens:
-                        start, pos = m.span(kind)
-                        value = text[start:pos]
-                        column = start - line_start + 1
-                        start_line = line
-                        if "\n" in value:
-                            line += value.count("\n")
-                            line_start = start + value.rindex("\n") + 1
-                        words = scanner.keywords.get(kind)
-                        if words is not None:
-                            kind = words.get(value, kind)
-                        yield Token(kind, value, start, start_line, column, line, pos - line_start + 1, pos)
-                        continue
-            m = root_match(text, pos)
-            if m is not None and m.lastgroup not in scanner.terminals:
-                m = scanner.match(text, pos)
-            if m is None:
-                raise self._unexpected(scanner, text, pos, line, pos - line_start + 1, state_stack)
-            value = m.group()
-            kind = m.lastgroup
-            column = pos - line_start + 1
-            start = pos
-            pos = m.end()
+            m = skip_match(text, pos) if skip_match is not None else None
+            if m is not None and m.lastgroup in scanner.tokens:
+                kind = m.lastgroup
+                start, pos = m.span(kind)
+            else:
+                m = root_match(text, pos)
+                if m is not None and m.lastgroup not in scanner.terminals:
+                    m = scanner.match(text, pos)
+                if m is None:
+                    raise self._unexpected(scanner, text, pos, line, pos - line_start + 1, state_stack)
+                kind = m.lastgroup
+                start, pos = pos, m.end()
+            value = text[start:pos]
+            column = start - line_start + 1
             start_line = line
             if "\n" in value:
                 line += value.count("\n")
@@ -217,7 +200,12 @@ class Parser:
             words = scanner.keywords.get(kind)
             if words is not None:
                 kind = words.get(value, kind)
-            yield Token(kind, value, start, start_line, column, line, pos - line_start + 1, pos)
+            # Token(kind, value, start, start_line, column, line, ...), without
+            # the call of a Python __new__ (one per token)
+            token = new(Token, value)
+            token.type, token.start_pos, token.line, token.column = kind, start, start_line, column
+            token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
+            yield token
 
     def _unexpected(self, scanner, text, pos, line, column, state_stack):
         """What Lark's contextual lexer raises where the state's lexer reads
@@ -244,7 +232,10 @@ class Parser:
     def parse(self, text: str, postlex, builder, tree: bool = False, max_depth: int = 0):
         """The value the builder makes of `text`'s root node, or with
         `tree=True` the parse tree (`Tree` nodes, tokens, None placeholders).
-        With `max_depth`, a node nested deeper raises `Redo`."""
+        With `max_depth`, a node nested deeper raises `Redo`.
+
+        (One loop: a reduction written out in it rather than a call, the end
+        of input a token like the others.)"""
         states, rules, end_state = self.states, self.rules, self.end
         after_units = self._after_units
         state_stack = [self.start]
@@ -255,36 +246,71 @@ class Parser:
         stack = []
         push = stack.append
         methods = {}
-        token = None
-        for token in postlex.process(self._lex(text, state_stack)):
+        last_token = None
+        for token in itertools.chain(postlex.process(self._lex(text, state_stack)), (None,)):
+            if token is None:
+                token = _end_of_input(last_token)
             ttype = token.type
             while True:
                 action = states[state_stack[-1]].get(ttype)
                 if action is None:
                     raise self._refused(token, state_stack)
                 if action >= 0:
+                    assert ttype != "$END", "the end of input is never shifted"
                     state_stack.append(action)
                     push((token, token, token, 0))
                     break
-                rule = rules[~action]
-                if rule[2] == UNIT:
+                origin, size, kind, name, keep, nones_after, keeps_all = rules[~action]
+                if kind == UNIT:  # the child stands for the rule: only the state changes
                     key = (state_stack[-2], state_stack[-1], ttype)
                     after = after_units.get(key)
                     if after is None:
                         after = after_units[key] = self._units(key)
                     state_stack[-1] = after
                     continue
-                self._reduce(rule, state_stack, stack, builder, methods, tree, max_depth)
-        end = (Token("$END", "", token.start_pos, token.line, token.column, token.end_line, token.end_column,
-                     token.end_pos) if token is not None else Token("$END", "", 0, 1, 1))
-        while True:
-            action = states[state_stack[-1]].get("$END")
-            if action is None:
-                raise self._refused(end, state_stack)
-            assert action < 0, "the end of input is never shifted"
-            self._reduce(rules[~action], state_stack, stack, builder, methods, tree, max_depth)
-            if state_stack[-1] == end_state:
-                return stack[-1][0]
+                if size:
+                    children = stack[-size:]
+                    del stack[-size:]
+                    del state_stack[-size:]
+                    first, last = children[0][1], children[-1][2]
+                    if first is None or last is None:
+                        first = next((e[1] for e in children if e[1] is not None), None)
+                        last = next((e[2] for e in reversed(children) if e[2] is not None), None)
+                else:
+                    children = []
+                    first = last = None
+                if keeps_all:
+                    kept = children
+                else:
+                    kept = []
+                    for i, splice, nones in keep:
+                        if nones:
+                            kept += [_ABSENT] * nones
+                        if splice:
+                            kept += children[i][0]
+                        else:
+                            kept.append(children[i])
+                    if nones_after:
+                        kept += [_ABSENT] * nones_after
+                if kind == SPLICE:
+                    entry = (kept, first, last, 0)
+                else:
+                    height = max(map(_height, kept), default=0) + 1
+                    if tree:
+                        value = Tree(name, list(map(_value, kept)), (first, last))
+                    else:
+                        if height > max_depth:
+                            raise Redo()
+                        method = methods.get(name)
+                        if method is None:
+                            method = methods[name] = getattr(builder, name)
+                        value = method((first, last), list(map(_value, kept)))
+                    entry = (value, first, last, height)
+                state_stack.append(states[state_stack[-1]][origin])
+                push(entry)
+                if state_stack[-1] == end_state and ttype == "$END":
+                    return entry[0]
+            last_token = token
 
     def _units(self, key) -> int:
         """The state after the unit reductions a terminal makes, in a row,
@@ -297,54 +323,6 @@ class Parser:
             if action is None or action >= 0 or rules[~action][2] != UNIT:
                 return state
             state = states[below][rules[~action][0]]
-
-    def _reduce(self, rule, state_stack, stack, builder, methods, tree, max_depth):
-        origin, size, kind, name, keep, nones_after, keeps_all = rule
-        if kind == UNIT:  # the child stands for the rule: only the state changes
-            del state_stack[-1]
-            state_stack.append(self.states[state_stack[-1]][origin])
-            return
-        if size:
-            children = stack[-size:]
-            del stack[-size:]
-            del state_stack[-size:]
-            first, last = children[0][1], children[-1][2]
-            if first is None or last is None:
-                first = next((e[1] for e in children if e[1] is not None), None)
-                last = next((e[2] for e in reversed(children) if e[2] is not None), None)
-        else:
-            children = []
-            first = last = None
-        if keeps_all:
-            kept = children
-        else:
-            kept = []
-            for i, splice, nones in keep:
-                if nones:
-                    kept += [_ABSENT] * nones
-                if splice:
-                    kept += children[i][0]
-                else:
-                    kept.append(children[i])
-            if nones_after:
-                kept += [_ABSENT] * nones_after
-        if kind == SPLICE:
-            entry = (kept, first, last, 0)
-        else:
-            meta = Meta(first, last)
-            height = max(map(_height, kept), default=0) + 1
-            if tree:
-                value = Tree(name, list(map(_value, kept)), meta)
-            else:
-                if height > max_depth:
-                    raise Redo()
-                method = methods.get(name)
-                if method is None:
-                    method = methods[name] = getattr(builder, name)
-                value = method(meta, list(map(_value, kept)))
-            entry = (value, first, last, height)
-        state_stack.append(self.states[state_stack[-1]][origin])
-        stack.append(entry)
 
     # -- errors ----------------------------------------------------------------
 

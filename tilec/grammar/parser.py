@@ -55,8 +55,8 @@ class _Indentation:
     position its final DEDENTs carry."""
 
     NL_type = "_NL"
-    OPEN_PAREN_types = ["LPAR", "LSQB", "LBRACE"]
-    CLOSE_PAREN_types = ["RPAR", "RSQB", "RBRACE"]
+    OPEN_PAREN_types = frozenset({"LPAR", "LSQB", "LBRACE"})
+    CLOSE_PAREN_types = frozenset({"RPAR", "RSQB", "RBRACE"})
     INDENT_type = "_INDENT"
     DEDENT_type = "_DEDENT"
 
@@ -95,24 +95,27 @@ class _Indentation:
             )
 
     def _process(self, stream):
+        history, remember = self.history, self.history.append
+        nl, opening, closing = self.NL_type, self.OPEN_PAREN_types, self.CLOSE_PAREN_types
         first = True
         for tok in stream:
-            if first and tok.type != self.NL_type and tok.column != 1:
+            kind = tok.type
+            if first and kind != nl and tok.column != 1:
                 raise _LexError("unexpected indentation", tok.line, 1, tok.column)
             first = False
-            if tok.type == "NAME" and tok in RESERVED and not (self.history and self.history[-1].type in ("DOT", "AT")):
+            if kind == "NAME" and tok in RESERVED and not (history and history[-1].type in ("DOT", "AT")):
                 raise _LexError(
                     f"'{tok}' is a reserved word and cannot appear here", tok.line, tok.column, tok.end_column
                 )
-            self.history.append(tok)
-            if tok.type == self.NL_type:
+            remember(tok)
+            if kind == nl:
                 yield from self.handle_NL(tok)
             else:
                 yield tok
-            if tok.type in self.OPEN_PAREN_types:
+            if kind in opening:
                 self.paren_level += 1
                 self.open_brackets.append(tok)
-            elif tok.type in self.CLOSE_PAREN_types:
+            elif kind in closing:
                 self.paren_level -= 1
                 self.open_brackets.pop()
         line, col = self.eof
@@ -215,8 +218,8 @@ def _check_depth(tree, filename: str) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            meta = node.meta
-            span = None if meta.empty else ir.Span(filename, meta.line, meta.column, meta.line, meta.column + 1)
+            first = node.meta[0]
+            span = None if first is None else ir.Span(filename, first.line, first.column, first.line, first.column + 1)
             raise TilecError(
                 f"this is nested too deeply (more than {MAX_DEPTH} levels of brackets, operators and "
                 "blocks); split it into smaller statements or helpers",
@@ -461,9 +464,10 @@ class _Builder:
     # -- spans (names need no check here: the postlexer rejects reserved words)
 
     def span(self, meta) -> Optional[ir.Span]:
-        if meta.empty:
+        first, last = meta
+        if first is None:
             return None
-        return ir.Span(self.file, meta.line, meta.column, meta.end_line, meta.end_column)
+        return ir.Span(self.file, first.line, first.column, last.end_line, last.end_column)
 
     def tok_span(self, tok: Token) -> ir.Span:
         return ir.Span(self.file, tok.line, tok.column, tok.end_line, tok.end_column)
@@ -472,7 +476,8 @@ class _Builder:
         """From the start of `meta` to the end of `last` (blocks and lines end
         with NEWLINE/DEDENT tokens that belong to the next line)."""
         end = last.span
-        return ir.Span(self.file, meta.line, meta.column, end.end_line, end.end_col)
+        first = meta[0]
+        return ir.Span(self.file, first.line, first.column, end.end_line, end.end_col)
 
     # -- module level ------------------------------------------------------
 
@@ -513,7 +518,8 @@ class _Builder:
 
     def target_decl(self, meta, children):
         (tok,) = children
-        return _Target(str(tok), ir.Span(self.file, meta.line, meta.column, tok.end_line, tok.end_column))
+        first = meta[0]
+        return _Target(str(tok), ir.Span(self.file, first.line, first.column, tok.end_line, tok.end_column))
 
     def include_decl(self, meta, children):
         (tok,) = children
@@ -841,7 +847,8 @@ class _Builder:
         if head != "S" and not any(_has_axis(i) for i in items):
             # a variable named O, R or SW, indexed -- unless a layout sum or
             # product takes it in (`binary`)
-            name_span = ir.Span(self.file, meta.line, meta.column, meta.line, meta.column + len(head))
+            first = meta[0]
+            name_span = ir.Span(self.file, first.line, first.column, first.line, first.column + len(head))
             index = ir.Index(ir.Name(head, span=name_span), tuple(items), span=span)
             self.parts[id(index)] = (index, head, items)
             return index
