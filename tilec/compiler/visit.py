@@ -184,6 +184,8 @@ def evolve(node: ir.Node, **changes) -> ir.Node:
         getter, _, position = _plan(cls)
     values = getter(node)
     span = node.span
+    if len(changes) == 1 and "span" in changes:  # (a value substituted at a use: most calls)
+        return cls(*values, span=changes["span"])
     if changes:
         values = list(values)
         for name, value in changes.items():

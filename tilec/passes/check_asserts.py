@@ -15,9 +15,9 @@ sizes it accepted; the verifier runs the same check before any lowering.
 """
 from __future__ import annotations
 
-import attrs
+import operator
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
@@ -39,11 +39,13 @@ class CheckAsserts(Pass):
 def check_asserts(module: ir.Module) -> ir.Module:
     """`module` without its assert_const statements; a located error for the
     first one whose condition is False or not a compile-time bool."""
-    kernels = tuple(attrs.evolve(k, body=_block(k.body)) for k in module.kernels)
-    return attrs.evolve(module, kernels=kernels)
+    kernels = tuple(visit.evolve(k, body=_block(k.body)) for k in module.kernels)
+    return visit.evolve(module, kernels=kernels)
 
 
 def _block(stmts) -> tuple:
+    """The statements without their assertions (each checked); a statement
+    with no assertion inside is kept as it is, not rebuilt."""
     out = []
     for s in stmts:
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and s.expr.func == NAME:
@@ -59,8 +61,9 @@ def _block(stmts) -> tuple:
             value = getattr(s, field, None)
             if isinstance(value, tuple) and value:
                 block = _block(value)
-                changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
-        out.append(attrs.evolve(s, **changes) if changes else s)
+                if len(block) != len(value) or not all(map(operator.is_, block, value)):
+                    changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
+        out.append(visit.evolve(s, **changes) if changes else s)
     return tuple(out)
 
 
