@@ -69,24 +69,37 @@ def fold_block(stmts, env=None) -> tuple:
 
 def prune(node: ir.Node) -> ir.Node:
     """Resolve `if`/`while` statements whose condition is a literal bool.  A
-    body left empty becomes `pass`, so the printed IR still parses."""
-    changes = {}
+    body left empty becomes `pass`, so the printed IR still parses.  A node
+    with nothing to resolve is kept as it is."""
     cls = type(node)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(field.name for field in attrs.fields(cls))
-    for name in names:
+    fields = _BLOCK_FIELDS.get(cls)
+    if fields is None:
+        fields = _BLOCK_FIELDS[cls] = _block_fields(cls)
+    blocks, kernels = fields
+    if not (blocks or kernels):
+        return node
+    changes = {}
+    for name in blocks:
         value = getattr(node, name)
-        if not (isinstance(value, tuple) and value):
-            continue
-        if all(isinstance(v, ir.Stmt) for v in value):
+        if value:
             block = _prune_block(value)
             if not block and name != "orelse":
                 block = (ir.Pass(span=value[0].span),)
-            changes[name] = block
-        elif all(isinstance(v, ir.Kernel) for v in value):
+            if len(block) != len(value) or not all(map(operator.is_, block, value)):
+                changes[name] = block
+    for name in kernels:
+        value = getattr(node, name)
+        if value:
             changes[name] = tuple(prune(v) for v in value)
     return visit.evolve(node, **changes) if changes else node
+
+
+def _block_fields(cls) -> tuple:
+    """(the fields of `cls` that hold a block of statements, those that hold
+    kernels), by their annotations in `ir.py`."""
+    fields = attrs.fields(cls)
+    return (tuple(f.name for f in fields if str(f.type) == "Tuple[Stmt, ...]"),
+            tuple(f.name for f in fields if str(f.type) == "Tuple[Kernel, ...]"))
 
 
 def branch_not_taken(s: ir.Stmt):
@@ -99,8 +112,8 @@ def branch_not_taken(s: ir.Stmt):
     return None
 
 
-_FIELD_NAMES: dict = {}
-"""Node class -> its field names, asked of attrs once: `prune` looks at
+_BLOCK_FIELDS: dict = {}
+"""Node class -> `_block_fields(cls)`, asked of attrs once: `prune` looks at
 every statement unroll folds, each copy of a loop body."""
 
 

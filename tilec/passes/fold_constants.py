@@ -32,15 +32,17 @@ class FoldConstants(Pass):
     provides = frozenset({"folded"})
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
-        mentioned: set = set()
+        # the names the module mentions, when a kernel has a parameter that may be absent
+        mentioned = set() if any(p.cond is not None for k in module.kernels for p in k.params) else None
         module = fold(prune(module), mentioned)  # first the branches expand-inline left unexpanded, never folded
         return attrs.evolve(module, kernels=tuple(_decide_params(k, mentioned) for k in module.kernels))
 
 
 def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
     """`kernel` with its conditional parameters present or gone.
-    `mentioned` holds every name the module mentions: the kernel is
-    searched for a use of an absent parameter only when one is there."""
+    `mentioned` holds every name the module mentions (when a kernel has a
+    conditional parameter): the kernel is searched for a use of an absent
+    parameter only when one is there."""
     if all(p.cond is None for p in kernel.params):
         return kernel
     params, absent = [], {}
