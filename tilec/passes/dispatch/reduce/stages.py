@@ -141,7 +141,7 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
             want[d] = shift[s]
         return want
 
-    if not follows(sd, ss, project):
+    if not follows(sd, ss, project, ("rows", tuple(dst.dims), tuple(kept), len(dst.extents))):
         raise Decline(f"'{dst.name}' does not hold, in every thread, the results of the rows that thread reduces; {hint}")
     slot_of = sd.slot_of()
     groups: dict = {}
