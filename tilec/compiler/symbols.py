@@ -36,6 +36,7 @@ from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.math_fns import FLOATS as MATH_FLOATS, MATH, result_type as math_result_type
 from tilec.compiler import runtime_dims
 from tilec.compiler.runtime_dims import Dim
+from tilec.compiler.swizzle import Swizzle
 from tilec.compiler.targets import Target
 from tilec.compiler.value_types import (
     FLOAT_TYPES,
@@ -231,6 +232,8 @@ class KernelSymbols:
     _types: "_TypeOf" = attrs.field(
         init=False, eq=False, repr=False, default=attrs.Factory(lambda self: _TypeOf(self), takes_self=True)
     )
+    # id(intrinsic call) -> (call, its bound arguments): see `bound`
+    _bound: dict = attrs.field(init=False, eq=False, repr=False, factory=dict)
 
     def lookup(self, name: str, span=None) -> Symbol:
         sym = self.symbols.get(name)
@@ -267,6 +270,19 @@ class KernelSymbols:
         """The type the operands of a math builtin call are converted to."""
         return self._types.math_operand_type(e)
 
+    def bound(self, call: ir.Call) -> dict:
+        """The arguments of the intrinsic call `call` bound to its row's
+        parameters (`Signature.bind`), bound once per call object: the
+        analysis binds every intrinsic call of the kernel, and emit-ptx reads
+        the same calls again.  Read it, never change it."""
+        hit = self._bound.get(id(call))
+        if hit is not None and hit[0] is call:
+            return hit[1]
+        f = call.func
+        bound = intrinsics.lookup(f, call.span).signature.bind(f, call.args, call.kwargs, call.span)
+        self._bound[id(call)] = (call, bound)  # the call kept so that its id stays its own
+        return bound
+
     def carried(self, kernel: ir.Kernel, tensormaps: Tuple[ir.TensorMap, ...] = ()) -> "KernelSymbols":
         """This analysis as that of `kernel`: this one's kernel with the
         statements `tensormaps` added at the top of its body (`Analyses.carry`
@@ -283,6 +299,7 @@ class KernelSymbols:
             maps = {**{t.name: t for t in tensormaps}, **self.tensormaps}
         new = attrs.evolve(self, kernel=kernel, symbols=symbols, tensormaps=maps)
         new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
+        new._bound = self._bound
         return new
 
 
@@ -494,7 +511,7 @@ class _TypeOf:
             row = intrinsics.lookup(f, e.span)
             if row.result is None:
                 raise TilecError(f"{f} does not produce a value", e.span)
-            bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+            bound = self.syms.bound(e)
             if row.result.startswith("="):  # the type of that argument
                 return self.of(bound[row.result[1:]])
             return row.result
@@ -959,18 +976,24 @@ class _Analyzer:
                 raise TilecError(f"buffer extents must be positive, got {e}", call.span)
         return bound, values
 
-    def _align(self, values, dtype: str, span) -> int:
+    def _align(self, values, dtype: str, span, swizzled: Optional[ir.Expr] = None) -> int:
+        """The alignment of an allocation: as asked (16 bytes by default),
+        raised for a shared buffer to what the swizzle of its layout
+        `swizzled` needs (`swizzle_alignment`).  The offsets of every
+        allocation after it count the raised alignment from the first
+        analysis on; plan-smem writes it out."""
         align = values.get("align") or max(DEFAULT_ALIGN, DTYPES[dtype].bytes)
         if align & (align - 1) or align > ARENA_ALIGN:
             raise TilecError(f"align must be a power of two up to {ARENA_ALIGN}, got {align}", span)
-        return align
+        need = swizzle_alignment(swizzled, dtype)
+        return need if values.get("align", 0) < need else align
 
     def alloc(self, name: str, call: ir.Call) -> Buffer:
         bound, values = self._alloc_args(call.func, BUILTINS[call.func], call)
         scope = {"alloc_shared": "shared", "alloc_local": "local"}.get(call.func) or values["scope"]
         dtype = values["dtype"]
-        align = self._align(values, dtype, call.span)
         layout = bound["layout"] if isinstance(bound["layout"], ir.Expr) else None
+        align = self._align(values, dtype, call.span, layout if scope in ("shared", "shared.dyn") else None)
         buf = Buffer(name, dtype, values["shape"], scope, layout, align, name, 0, span=call.span)
         if scope == "shared.dyn":
             offset = _align_up(self.arena_end, align)
@@ -1107,8 +1130,8 @@ class _Analyzer:
                 raise TilecError(f"{what}(...) makes a buffer; assign it to a name", e.span)
             dtype = values["dtype"]
             lookup_dtype(dtype, e.span)
-            align = self._align(values, dtype, e.span)
             layout = bound["layout"] if isinstance(bound["layout"], ir.Expr) else None
+            align = self._align(values, dtype, e.span, layout)
             offset = _align_up(pool.cursor, align)
             buf = Buffer(result_name, dtype, values["shape"], "shared.dyn", layout, align,
                          DYN_ARENA, pool.base + offset, span=e.span)
@@ -1140,7 +1163,8 @@ class _Analyzer:
         classes most nodes belong to are taken apart here rather than by a
         generic walk (node classes have no subclasses: `type(node) is`)."""
         stack = [e for e in reversed(es) if e is not None and type(e) not in _LITERALS]
-        pop, push, literals, in_scope, Name = stack.pop, stack.append, _LITERALS, self.in_scope, ir.Name
+        pop, push, literals, in_scope = stack.pop, stack.append, _LITERALS, self.in_scope
+        Name, Int, symbols, runtime_indexed = ir.Name, ir.Int, self.syms.symbols, self.syms.runtime_indexed
         while stack:
             node = pop()
             kind = type(node)
@@ -1150,15 +1174,29 @@ class _Analyzer:
                 continue
             if kind is ir.Index:
                 base = node.base
-                if type(base) is Name:  # the common case, its base checked here rather than pushed
-                    self.index_use(node)
+                if type(base) is not Name:
+                    children = (base,) + node.indices
+                else:  # the common case: the base checked here rather than pushed
                     if base.id not in in_scope:
                         self.name_use(base)
-                    children = node.indices
-                else:
-                    children = (base,) + node.indices
+                    constant = True
+                    for i in reversed(node.indices):
+                        if type(i) is not Int:
+                            constant = False
+                            if type(i) not in literals:
+                                push(i)
+                    if not constant:
+                        # a local buffer indexed by a run-time value: its registers cannot
+                        # be named at compile time, so it lives in local memory
+                        sym = symbols.get(base.id)
+                        buf = sym.buffer if sym is not None else None
+                        if buf is not None and buf.scope == "local":
+                            runtime_indexed.add(buf.storage)
+                    continue
             elif kind is ir.Binary:
                 children = (node.lhs, node.rhs)
+            elif kind is ir.TupleExpr or kind is ir.ListExpr:
+                children = node.items
             elif kind is ir.Call:
                 self.call(node, statement=False, recurse=False)
                 children = node.args + tuple(k.value for k in node.kwargs)
@@ -1175,17 +1213,6 @@ class _Analyzer:
             for child in reversed(children):
                 if type(child) not in literals:
                     push(child)
-
-    def index_use(self, e: ir.Index) -> None:
-        """Record a local buffer indexed by a run-time value: its registers
-        cannot be named at compile time, so it lives in local memory."""
-        if type(e.base) is ir.Name:
-            sym = self.syms.symbols.get(e.base.id)
-            if sym is not None and sym.buffer is not None and sym.buffer.scope == "local":
-                for i in e.indices:
-                    if type(i) is not ir.Int:
-                        self.syms.runtime_indexed.add(sym.buffer.storage)
-                        break
 
     def pair_operands(self, items, types) -> None:
         """Record the 16-bit float local buffers whose elements an intrinsic
@@ -1221,12 +1248,12 @@ class _Analyzer:
             return
         if intrinsics.is_intrinsic_name(f):
             row = intrinsics.lookup(f, e.span)
-            bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+            bound = self.syms.bound(e)
             if row.check is not None:
                 row.check(row.signature.literals(f, bound, e.span), e.span)
-            for p in row.signature.params:
-                if p.kind == "regs" and "x2" in p.arg and isinstance(bound.get(p.name), (ir.TupleExpr, ir.ListExpr)):
-                    self.pair_operands(bound[p.name].items, p.arg.split("|"))
+            for name, types in _pair_params(row):
+                if isinstance(bound.get(name), (ir.TupleExpr, ir.ListExpr)):
+                    self.pair_operands(bound[name].items, types)
             return
         row = BUILTINS.get(f)
         if row is None:
@@ -1278,6 +1305,34 @@ class _Analyzer:
         if cluster != [1, 1, 1] and not self.syms.target.at_least("sm_90a"):
             raise TilecError(f"clusters need sm_90a or newer (target is {self.syms.target})", k.span)
         return Launch(tuple(grid), (block, 1, 1), tuple(cluster), ids)
+
+
+def swizzle_alignment(layout: Optional[ir.Expr], dtype: str) -> int:
+    """The byte alignment a shared buffer with this layout needs: the
+    swizzle's period (one atom of 8 rows), or 1 when the layout does not
+    swizzle.  The hardware XORs absolute address bits (bits 4-6 with 7-9 for
+    the 128-byte mode), so a swizzled tile must start on a multiple of 8
+    swizzle rows -- 1024 bytes for 128B, 512 for 64B, 256 for 32B."""
+    if not isinstance(layout, ir.LayoutLit) or layout.swizzle is None:
+        return 1
+    if not all(isinstance(e, ir.Int) for e in layout.swizzle):
+        return 1
+    period = Swizzle(*(e.value for e in layout.swizzle)).period
+    return max(1, period * DTYPES[dtype].bits // 8)
+
+
+def _pair_params(row: intrinsics.Intrinsic) -> tuple:
+    """(name, types) of the parameters of an intrinsic that take 16-bit
+    float pairs (`regs(f16x2)`, `regs(f16x2|f32)`...), worked out once per row."""
+    params = _PAIR_PARAMS.get(row.name)
+    if params is None:
+        params = _PAIR_PARAMS[row.name] = tuple(
+            (p.name, p.arg.split("|")) for p in row.signature.params if p.kind == "regs" and "x2" in p.arg
+        )
+    return params
+
+
+_PAIR_PARAMS: Dict[str, tuple] = {}  # intrinsic name -> `_pair_params`
 
 
 def _bytes(n: int) -> str:

@@ -12,11 +12,10 @@ and each allocation a view of it at a fixed offset,
 
 so later passes and the emitter see plain buffers with known addresses.  The
 offsets are the ones `tilec.compiler.symbols` computes (the one model of the
-allocator: 1024-byte arena base, 16-byte default alignment, no moving back),
-after this pass raises the alignment of every shared buffer with a swizzled
-layout to the swizzle's period: the hardware XORs absolute address bits
-(bits 4-6 with 7-9 for the 128-byte mode), so a swizzled tile must start on a
-multiple of 8 swizzle rows -- 1024 bytes for 128B, 512 for 64B, 256 for 32B.
+allocator: 1024-byte arena base, 16-byte default alignment, no moving back,
+and a shared buffer with a swizzled layout aligned to the swizzle's period,
+`symbols.swizzle_alignment`); this pass also writes that raised alignment
+out as the allocation's `align=`, which leaves the analysis as it was.
 The arena size of each kernel is left in `ctx.artifacts["dynamic_smem"]`.
 """
 from __future__ import annotations
@@ -29,7 +28,7 @@ from tilec.compiler import ir
 from tilec.compiler.builtins import BUILTINS, METHODS
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
-from tilec.compiler.swizzle import Swizzle
+from tilec.compiler.symbols import swizzle_alignment
 
 _SHARED_ALLOCS = ("alloc", "alloc_shared")
 
@@ -43,8 +42,10 @@ class PlanSmem(Pass):
         sizes = ctx.artifacts.setdefault("dynamic_smem", {})
         kernels = []
         for k in module.kernels:
-            k = _with_body(k, _map_block(k.body, _align_swizzled))
-            syms = ctx.symbols(k, module)  # infer-scope's, when no alignment was raised
+            aligned = _with_body(k, _map_block(k.body, _align_swizzled))
+            ctx.analyses.carry(k, aligned, module, ctx.target)  # the analysis counted the alignment already
+            k = aligned
+            syms = ctx.symbols(k, module)
             sizes[k.name] = syms.dynamic_smem
             kernels.append(_with_body(k, _map_block(k.body, lambda s: _lower_pool(s, syms))))
         return attrs.evolve(module, kernels=tuple(kernels))
@@ -79,17 +80,6 @@ def _map_block(stmts: tuple, fn) -> tuple:
 # --------------------------------------------------------------------------
 # Swizzle alignment
 # --------------------------------------------------------------------------
-
-
-def swizzle_alignment(layout: Optional[ir.Expr], dtype: str) -> int:
-    """The byte alignment a buffer with this layout needs: the swizzle's
-    period (one atom of 8 rows), or 1 when the layout does not swizzle."""
-    if not isinstance(layout, ir.LayoutLit) or layout.swizzle is None:
-        return 1
-    if not all(isinstance(e, ir.Int) for e in layout.swizzle):
-        return 1
-    period = Swizzle(*(e.value for e in layout.swizzle)).period
-    return max(1, period * DTYPES[dtype].bits // 8)
 
 
 def _align_swizzled(s: ir.Stmt) -> list:
