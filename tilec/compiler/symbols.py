@@ -986,7 +986,7 @@ class _Analyzer:
         if align & (align - 1) or align > ARENA_ALIGN:
             raise TilecError(f"align must be a power of two up to {ARENA_ALIGN}, got {align}", span)
         need = swizzle_alignment(swizzled, dtype)
-        return need if values.get("align", 0) < need else align
+        return need if need > 1 and values.get("align", 0) < need else align
 
     def alloc(self, name: str, call: ir.Call) -> Buffer:
         bound, values = self._alloc_args(call.func, BUILTINS[call.func], call)

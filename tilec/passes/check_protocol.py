@@ -89,16 +89,44 @@ def _allowed(check: str, span: Optional[ir.Span], lines: list, filename: str) ->
 def kernel_findings(kernel: ir.Kernel, syms: KernelSymbols) -> list:
     """(check, message, span) of every finding in one kernel, in source order."""
     found: list = []
+    calls = _OwnCalls()
     _Flow(syms, found).block(kernel.body, _State())
     _expect_tx(kernel.body, syms, found)
-    _divergent_syncs(kernel, syms, found)
-    _cta_group_mix(kernel, syms, found)
+    _divergent_syncs(kernel, syms, found, calls)
+    _cta_group_mix(kernel, syms, found, calls)
     return sorted(found, key=lambda f: (f[2].line, f[2].col) if f[2] else (0, 0))
 
 
 # --------------------------------------------------------------------------
 # Regions
 # --------------------------------------------------------------------------
+
+
+class _OwnCalls:
+    """The calls in a statement's own expressions (not in the statements
+    nested in it), in `visit.walk`'s order, found once per statement: the
+    divergent-sync check counts the barriers among them and the cta-group
+    check reads them all.  A statement's expressions come before its nested
+    statements in every statement class, so the calls of the statements of
+    a block in `visit.statements`' order are the block's calls in walk order."""
+
+    def __init__(self):
+        self.found: Dict[int, tuple] = {}  # id(statement) -> (statement, calls); the statement keeps its id its own
+
+    def of(self, s: ir.Stmt) -> list:
+        hit = self.found.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        calls = [
+            node
+            for child in visit.children(s) if not isinstance(child, ir.Stmt)
+            for node in visit.walk(child) if type(node) is ir.Call
+        ]
+        self.found[id(s)] = (s, calls)
+        return calls
+
+    def in_block(self, stmts) -> list:
+        return [c for s in visit.statements(stmts) for c in self.of(s)]
 
 
 def _buffer_name(operand: ir.Expr) -> Optional[str]:
@@ -453,8 +481,10 @@ def _expect_tx(stmts, syms: KernelSymbols, found: list) -> None:
 
 _UNIFORM = math.inf
 
+_LITERALS = frozenset({ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit})
 
-def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list) -> None:
+
+def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls: _OwnCalls) -> None:
     """Each value gets the size of the aligned thread groups it is uniform
     over (1: may differ between lanes; 32: per warp; 128: per warpgroup;
     infinite: the whole CTA), from the launch ids it derives from.  A
@@ -467,24 +497,27 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list) -> Non
     ids = {lid.name: lid for lid in (launch.ids if launch is not None else ())}
 
     def group(e: Optional[ir.Expr], env: dict) -> float:
-        if e is None:
+        kind = type(e)  # (node classes have no subclasses)
+        if e is None or kind in _LITERALS:
             return _UNIFORM
-        if isinstance(e, ir.Name):
+        if kind is ir.Name:
             lid = ids.get(e.id)
             if lid is not None:
                 stride = LAUNCH_AXES[lid.builtin].stride
                 return _UNIFORM if stride is None else stride
             return env.get(e.id, _UNIFORM)
-        if isinstance(e, ir.Binary) and isinstance(e.rhs, ir.Int) and e.rhs.value > 0:
-            base = _launch_stride(e.lhs, ids)
-            if base is not None and e.op in ("//", ">>", "<", "<=", ">", ">="):
-                step = e.rhs.value if e.op in ("//", "<", ">=") else (
-                    1 << e.rhs.value if e.op == ">>" else e.rhs.value + 1)
-                stride, extent = base
-                return stride * math.gcd(step, extent)
-        if isinstance(e, ir.Call) and e.func == "ptx.elect_sync":
+        if kind is ir.Binary:
+            if type(e.rhs) is ir.Int and e.rhs.value > 0:
+                base = _launch_stride(e.lhs, ids)
+                if base is not None and e.op in ("//", ">>", "<", "<=", ">", ">="):
+                    step = e.rhs.value if e.op in ("//", "<", ">=") else (
+                        1 << e.rhs.value if e.op == ">>" else e.rhs.value + 1)
+                    stride, extent = base
+                    return stride * math.gcd(step, extent)
+            return min(group(e.lhs, env), group(e.rhs, env))
+        if kind is ir.Call and e.func == "ptx.elect_sync":
             return 1
-        if isinstance(e, ir.Index):
+        if kind is ir.Index:
             buf = syms.buffers.get(_buffer_name(e) or "")
             if buf is not None and buf.scope == "local":
                 return 1
@@ -521,10 +554,7 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list) -> Non
                     inner_barriers, inner_names = statement_summary(child)
                     barriers += inner_barriers
                     names |= inner_names
-                    continue
-                for node in visit.walk(child):
-                    if isinstance(node, ir.Call) and node.func in ("cuda.cta_sync", "cuda.warpgroup_sync"):
-                        barriers += 1
+            barriers += sum(1 for c in calls.of(s) if c.func in ("cuda.cta_sync", "cuda.warpgroup_sync"))
             summaries[key] = (s, barriers, names)
         return summaries[key][1:]
 
@@ -551,8 +581,11 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list) -> Non
                 inner = guard if syncs(s.then) and syncs(s.orelse) else min(guard, g)
                 then = walk(s.then, dict(env), inner, report)
                 orelse = walk(s.orelse, dict(env), inner, report)
-                env = {k: min(then.get(k, _UNIFORM), orelse.get(k, _UNIFORM)) for k in {*then, *orelse}}
-                diverge(env, assigned(s.then) | assigned(s.orelse), g)
+                # the branches start from copies of env and change only the names they assign
+                changed = assigned(s.then) | assigned(s.orelse)
+                for k in changed:
+                    env[k] = min(then.get(k, _UNIFORM), orelse.get(k, _UNIFORM))
+                diverge(env, changed, g)
             elif isinstance(s, (ir.For, ir.While)):
                 names = assigned(s.body) | ({s.var} if isinstance(s, ir.For) else set())
                 first = dict(env)
@@ -561,7 +594,8 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list) -> Non
                          if isinstance(s, ir.For) else group(s.cond, first))
                     diverge(first, names, g)
                     first = walk(s.body, first, min(guard, g), False)
-                    first = {k: min(v, env.get(k, _UNIFORM)) for k, v in first.items()}
+                    for k in names:  # the only values the body changes
+                        first[k] = min(first[k], env.get(k, _UNIFORM))
                 if report:
                     walk(s.body, dict(first), min(guard, g), True)
                 env = first
@@ -594,16 +628,14 @@ def _launch_stride(e: ir.Expr, ids: dict):
 # --------------------------------------------------------------------------
 
 
-def _cta_group_mix(kernel: ir.Kernel, syms: KernelSymbols, found: list) -> None:
+def _cta_group_mix(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls: _OwnCalls) -> None:
     """Every call that becomes a tcgen05 instruction -- `ptx.tcgen05.*`,
     gemm_async on Blackwell, copy_async into tensor memory -- with its
     cta_group (1 unless written); the first that differs from the first
     one seen is reported."""
     first = None
     blackwell = syms.target.family == "blackwell"
-    for node in visit.walk(kernel):
-        if not isinstance(node, ir.Call):
-            continue
+    for node in calls.in_block(kernel.body):  # (a kernel's parameters hold no call)
         prim = tile_primitive(node.func)
         row = INTRINSICS.get(node.func) if node.func.startswith("ptx.tcgen05.") else None
         if not ((row is not None and any(p.name == "cta_group" for p in row.signature.params))
