@@ -317,3 +317,22 @@ kernel k(A: f16[M, 64], x: i32):
     assert list(carried.symbols) == ["M", "A", "x", "A_tmap0", "bx", "t", "y"]
     assert _same_analysis(carried, analyze_kernel(planned, module, TARGETS["sm_90a"]))
     assert analyses.of(k, module, TARGETS["sm_90a"]) is syms
+
+
+def test_the_analysis_aligns_swizzled_shared_buffers_before_plan_smem():
+    """A shared buffer with a swizzled layout is aligned to the swizzle's
+    period (1024 bytes for 128B) from the first analysis on, as plan-smem
+    writes it out; one without a swizzle keeps what it asked for (or 16)."""
+    syms = analyze("""
+kernel k(A: f16[128, 64]):
+    bx = cta_id([1])
+    t = thread_id([128])
+    pool = smem_pool()
+    bar = pool.alloc((2,), u64, align=8)
+    As = pool.alloc((64, 64), f16, layout=tma_shared_layout(f16, SWIZZLE_128B_ATOM, (64, 64)))
+    Cs = pool.alloc((64, 64), f32)
+    Ts = alloc((8, 64), f16, scope="shared", layout=tma_shared_layout(f16, SWIZZLE_64B_ATOM, (8, 64)), align=128)
+""")
+    bufs = syms.buffers
+    assert (bufs["bar"].align, bufs["As"].align, bufs["Cs"].align, bufs["Ts"].align) == (8, 1024, 16, 512)
+    assert bufs["As"].byte_offset - syms.pools["pool"].base == 1024

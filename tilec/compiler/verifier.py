@@ -53,9 +53,10 @@ def verify(module: ir.Module, target: Target, analyses: Optional[Analyses] = Non
         for buf in syms.buffers.values():
             _check_layout(buf)
         for node in visit.walk(k):
-            if isinstance(node, ir.Call):
+            kind = type(node)  # (node classes have no subclasses)
+            if kind is ir.Call:
                 _check_call(node, syms, target)
-            elif isinstance(node, ir.Index):
+            elif kind is ir.Index:
                 _check_constant_index(node, syms)
 
 

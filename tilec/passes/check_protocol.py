@@ -569,6 +569,7 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
             env[name] = min(env.get(name, _UNIFORM), g)
 
     def walk(stmts, env: dict, guard: float, report: bool) -> dict:
+        # `env` is changed in place and returned: every caller gives a copy or its own
         for s in stmts:
             if isinstance(s, ir.Assign):
                 for t in s.targets:

@@ -37,7 +37,7 @@ import attrs
 from tilec.compiler import records
 from tilec.compiler import ir, runtime_dims
 from tilec.compiler.affine import to_expr
-from tilec.compiler.builtins import tile_primitive
+from tilec.compiler.builtins import PREDEFINED, tile_primitive
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import row_major
 from tilec.compiler.passmanager import Pass, PassContext
@@ -72,7 +72,11 @@ class _KernelPlanner:
         self.kernel = kernel
         self.target = target
         self.syms = syms
-        self.names = NameGen.avoiding(kernel, module)
+        # every name the kernel binds or reads is a symbol of its analysis, a const or helper of the
+        # module, or a predefined constant: what `NameGen.avoiding` would read, without a walk
+        self.names = NameGen(
+            {*syms.symbols, *PREDEFINED, *(c.name for c in module.consts), *(h.name for h in module.helpers)}
+        )
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
         self.new: list = []
 
@@ -85,8 +89,15 @@ class _KernelPlanner:
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and tile_primitive(s.expr.func) == "copy_async":
-            return attrs.evolve(s, expr=self.copy(s.expr))
-        changes = {f: self.block(getattr(s, f)) for f in ("body", "then", "orelse") if isinstance(getattr(s, f, None), tuple)}
+            call = self.copy(s.expr)
+            return s if call is s.expr else attrs.evolve(s, expr=call)
+        changes = {}
+        for f in ("body", "then", "orelse"):
+            block = getattr(s, f, None)
+            if isinstance(block, tuple):
+                new = self.block(block)
+                if any(a is not b for a, b in zip(new, block)):
+                    changes[f] = new
         return attrs.evolve(s, **changes) if changes else s
 
     # ---- one copy -----------------------------------------------------
