@@ -84,18 +84,18 @@ class _Kernel:
     def stmt(self, s: ir.Stmt, guard: str) -> ir.Stmt:
         if isinstance(s, ir.If):
             inner = self.guard_scope(s.cond)
-            return attrs.evolve(
+            return visit.evolve(
                 s,
                 then=self.block(s.then, _finest(guard, inner)),
                 orelse=self.block(s.orelse, guard),
             )
         if isinstance(s, (ir.For, ir.While)):
-            return attrs.evolve(s, body=self.block(s.body, guard))
+            return visit.evolve(s, body=self.block(s.body, guard))
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call):
             call = s.expr
             if tile_primitive(call.func) == call.func:
                 scope = _finest(guard, self.operand_scope(call))
-                return attrs.evolve(s, expr=attrs.evolve(call, func=f"{scope}.{call.func}"))
+                return visit.evolve(s, expr=visit.evolve(call, func=f"{scope}.{call.func}"))
         return s
 
     # -- guards ------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Optional
 
 import attrs
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.builtins import BUILTINS, METHODS
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
@@ -70,7 +70,7 @@ def _map_block(stmts: tuple, fn) -> tuple:
                 block = _map_block(value, fn)
                 if block is not value:
                     changes[field] = block or (ir.Pass(span=value[0].span),)
-        given = attrs.evolve(s, **changes) if changes else s
+        given = visit.evolve(s, **changes) if changes else s
         result = fn(given)
         changed = changed or len(result) != 1 or result[0] is not s
         out.extend(result)

@@ -35,7 +35,7 @@ from __future__ import annotations
 import attrs
 
 from tilec.compiler import records
-from tilec.compiler import ir, runtime_dims
+from tilec.compiler import ir, runtime_dims, visit
 from tilec.compiler.affine import to_expr
 from tilec.compiler.builtins import PREDEFINED, tile_primitive
 from tilec.compiler.diagnostics import TilecError
@@ -90,7 +90,7 @@ class _KernelPlanner:
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and tile_primitive(s.expr.func) == "copy_async":
             call = self.copy(s.expr)
-            return s if call is s.expr else attrs.evolve(s, expr=call)
+            return s if call is s.expr else visit.evolve(s, expr=call)
         changes = {}
         for f in ("body", "then", "orelse"):
             block = getattr(s, f, None)
@@ -98,7 +98,7 @@ class _KernelPlanner:
                 new = self.block(block)
                 if any(a is not b for a, b in zip(new, block)):
                     changes[f] = new
-        return attrs.evolve(s, **changes) if changes else s
+        return visit.evolve(s, **changes) if changes else s
 
     # ---- one copy -----------------------------------------------------
 

@@ -93,7 +93,7 @@ class _Unroller:
             if isinstance(value, tuple) and value:
                 block = self.block(value, inner)
                 changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
-        return attrs.evolve(s, **changes) if changes else s
+        return visit.evolve(s, **changes) if changes else s
 
     def expand(self, loop: ir.For, visible: set) -> list:
         bounds = []
@@ -179,8 +179,8 @@ class _Unroller:
         elif len(kept) == 1:
             value = kept[0]
         else:
-            value = attrs.evolve(s.value, items=tuple(kept))
-        return attrs.evolve(s, targets=tuple(targets), value=value)
+            value = visit.evolve(s.value, items=tuple(kept))
+        return visit.evolve(s, targets=tuple(targets), value=value)
 
 
 def _check_not_rebound(loop: ir.For) -> None:
