@@ -237,16 +237,24 @@ def test_chained_programmatic_gemms_on_the_gpu(m, rows, trigger, pdl):
     in the NaN-poisoned outputs.  Against torch's f16 GEMMs of the same
     chain."""
     torch = pytest.importorskip("torch")
-    from tilec.runtime.module import CompiledModule
-
     n1, n2, k = 2048, 1024, 1024
     first = build("gemm_small_m", M=m, N=n1, K=k, ROWS=rows, PDL=1, TRIGGER=trigger)
     second = build("gemm_small_m", M=m, N=n2, K=n1, ROWS=rows, PDL=1, TRIGGER=trigger)
+    check_programmatic_chain(torch, first, second, (m, n1, n2, k), seed=m + rows, w2_scale=45, pdl=pdl)
+
+
+def check_programmatic_chain(torch, first, second, shape, seed, w2_scale, pdl):
+    """Run y1 = x W1^T (kernel `first`), y2 = y1 W2^T (`second`) for 24
+    inputs x back to back, launched with `pdl`, and check every y2 against
+    torch's GEMMs of the same chain (shape: m, n1, n2, k)."""
+    from tilec.runtime.module import CompiledModule
+
+    m, n1, n2, k = shape
     g1 = CompiledModule(first.ptx, first.meta, "sm_90a").kernel()
     g2 = CompiledModule(second.ptx, second.meta, "sm_90a").kernel()
-    gen = torch.Generator(device="cuda").manual_seed(m + rows)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
     w1 = torch.randn(n1, k, device="cuda", dtype=torch.float16, generator=gen) / 32
-    w2 = torch.randn(n2, n1, device="cuda", dtype=torch.float16, generator=gen) / 45
+    w2 = torch.randn(n2, n1, device="cuda", dtype=torch.float16, generator=gen) / w2_scale
     xs = [torch.randn(m, k, device="cuda", dtype=torch.float16, generator=gen) for _ in range(24)]
     y1 = torch.full((m, n1), float("nan"), device="cuda", dtype=torch.float16)
     y2 = [torch.full((m, n2), float("nan"), device="cuda", dtype=torch.float16) for _ in xs]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ptx_sim import Kernel
-from test_gemm_small_m import GridDependencyOrder, build, operands
+from test_gemm_small_m import GridDependencyOrder, build, check_programmatic_chain, operands
 from test_hopper_gemm import relative_error
 from tilec.compiler.diagnostics import TilecError
 from tilec.runtime.assemble import assemble
@@ -111,25 +111,8 @@ def test_chained_programmatic_gemms_on_the_gpu(defines, pdl):
     wait would show in the NaN-poisoned outputs.  Against torch's f16 GEMMs
     of the same chain."""
     torch = pytest.importorskip("torch")
-    from tilec.runtime.module import CompiledModule
-
     m, n1, n2, k = 128, 3072, 1024, 1024
     first = build("hgemm_v7", M=m, N=n1, K=k, PDL=1, **defines)
     second = build("hgemm_v7", M=m, N=n2, K=n1, PDL=1, **defines)
-    g1 = CompiledModule(first.ptx, first.meta, "sm_90a").kernel()
-    g2 = CompiledModule(second.ptx, second.meta, "sm_90a").kernel()
-    gen = torch.Generator(device="cuda").manual_seed(defines["BLK_N"] + defines.get("CLUSTER_M", 1))
-    w1 = torch.randn(n1, k, device="cuda", dtype=torch.float16, generator=gen) / 32
-    w2 = torch.randn(n2, n1, device="cuda", dtype=torch.float16, generator=gen) / 55
-    xs = [torch.randn(m, k, device="cuda", dtype=torch.float16, generator=gen) for _ in range(24)]
-    y1 = torch.full((m, n1), float("nan"), device="cuda", dtype=torch.float16)
-    y2 = [torch.full((m, n2), float("nan"), device="cuda", dtype=torch.float16) for _ in xs]
-    torch.cuda.synchronize()  # the weights, written by torch, are done before the first pre-wait load
-    for x, out in zip(xs, y2):
-        g1(x, w1, y1, pdl=pdl)
-        g2(y1, w2, out, pdl=pdl)
-    torch.cuda.synchronize()
-    for x, out in zip(xs, y2):
-        ref = (x @ w1.T) @ w2.T
-        assert not out.isnan().any()
-        assert float((out.float() - ref.float()).norm() / ref.float().norm()) < 1e-2
+    check_programmatic_chain(torch, first, second, (m, n1, n2, k),
+                             seed=defines["BLK_N"] + defines.get("CLUSTER_M", 1), w2_scale=55, pdl=pdl)

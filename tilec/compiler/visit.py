@@ -40,16 +40,18 @@ def _child_fields(cls) -> tuple:
     return names
 
 
-def _getter(cls):
-    names = _child_fields(cls)
+def tuple_getter(names: tuple):
+    """A function returning the fields `names` of a node as a tuple (one
+    `attrgetter` call instead of a `getattr` per field), or None for no
+    names."""
     if len(names) == 1:
         one = operator.attrgetter(names[0])
-        getter = lambda n: (one(n),)  # noqa: E731
-    elif names:
-        getter = operator.attrgetter(*names)
-    else:
-        getter = None  # a leaf
-    _GETTERS[cls] = getter
+        return lambda n: (one(n),)
+    return operator.attrgetter(*names) if names else None
+
+
+def _getter(cls):
+    getter = _GETTERS[cls] = tuple_getter(_child_fields(cls))  # None: a leaf
     return getter
 
 

@@ -1,8 +1,6 @@
 """Readable output: repetitive statements written back as `unroll` loops."""
 from __future__ import annotations
 
-import operator
-
 import attrs
 
 from tilec.compiler import ir, visit
@@ -15,14 +13,7 @@ _TUPLE = object()  # marks a tuple field's items in a key
 
 
 def _eq_getter(cls):
-    names = tuple(f.name for f in attrs.fields(cls) if f.eq)
-    if len(names) == 1:
-        one = operator.attrgetter(names[0])
-        getter = lambda n: (one(n),)  # noqa: E731
-    elif names:
-        getter = operator.attrgetter(*names)
-    else:
-        getter = lambda n: ()  # noqa: E731
+    getter = visit.tuple_getter(tuple(f.name for f in attrs.fields(cls) if f.eq)) or (lambda n: ())
     _EQ_FIELDS[cls] = getter
     return getter
 
