@@ -98,6 +98,12 @@ class DTypeLit(Expr):
     span: Optional[Span] = _span()
 
 
+LITERALS = frozenset({Int, Float, Bool, Str, DTypeLit})
+"""The literal expression classes: they name nothing and hold no node, so
+a search for names or calls skips them (`type(e) in LITERALS`: node
+classes have no subclasses)."""
+
+
 @records.frozen
 class Unary(Expr):
     op: str  # "-", "not", "~"

@@ -203,9 +203,6 @@ class Symbol:
     span: Optional[ir.Span] = attrs.field(default=None, eq=False)
 
 
-_LITERALS = frozenset({ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit})
-"""Expression classes that name nothing and call nothing (`_Analyzer.exprs` skips them)."""
-
 SCALAR_KINDS = ("scalar_param", "dim", "launch_id", "scalar", "value", "loop_var")
 
 
@@ -1162,8 +1159,8 @@ class _Analyzer:
         kernel are the literal indices of its register elements), and the
         classes most nodes belong to are taken apart here rather than by a
         generic walk (node classes have no subclasses: `type(node) is`)."""
-        stack = [e for e in reversed(es) if e is not None and type(e) not in _LITERALS]
-        pop, push, literals, in_scope = stack.pop, stack.append, _LITERALS, self.in_scope
+        stack = [e for e in reversed(es) if e is not None and type(e) not in ir.LITERALS]
+        pop, push, literals, in_scope = stack.pop, stack.append, ir.LITERALS, self.in_scope
         Name, Int, symbols, runtime_indexed = ir.Name, ir.Int, self.syms.symbols, self.syms.runtime_indexed
         while stack:
             node = pop()

@@ -202,13 +202,7 @@ def _plan(cls) -> tuple:
     fields = attrs.fields(cls)
     assert [f.name for f in fields if f.kw_only] == ["span"], f"{cls.__name__}: only `span` is keyword-only"
     names = tuple(f.name for f in fields if not f.kw_only)
-    if len(names) > 1:
-        getter = operator.attrgetter(*names)
-    elif names:
-        one = operator.attrgetter(names[0])
-        getter = lambda n: (one(n),)  # noqa: E731
-    else:
-        getter = lambda n: ()  # noqa: E731
+    getter = tuple_getter(names) or (lambda n: ())
     position = {name: i for i, name in enumerate(names)}
     plan = _PLANS[cls] = (getter, tuple(position[name] for name in _child_fields(cls)), position)
     return plan

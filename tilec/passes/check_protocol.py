@@ -481,8 +481,6 @@ def _expect_tx(stmts, syms: KernelSymbols, found: list) -> None:
 
 _UNIFORM = math.inf
 
-_LITERALS = frozenset({ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit})
-
 
 def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls: _OwnCalls) -> None:
     """Each value gets the size of the aligned thread groups it is uniform
@@ -498,7 +496,7 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
 
     def group(e: Optional[ir.Expr], env: dict) -> float:
         kind = type(e)  # (node classes have no subclasses)
-        if e is None or kind in _LITERALS:
+        if e is None or kind in ir.LITERALS:
             return _UNIFORM
         if kind is ir.Name:
             lid = ids.get(e.id)
