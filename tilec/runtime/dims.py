@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 
-from tilec.compiler.runtime_dims import I32_MAX, MAGIC_MUL, MAGIC_SHIFT, magic
+from tilec.compiler.runtime_dims import I32_MAX, MAGIC_MUL, MAGIC_SHIFT, MAX_ELEMENTS, magic
 
 _BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul,
@@ -18,7 +18,7 @@ _BINARY = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt,
     "<=": operator.le, ">": operator.gt, ">=": operator.ge,
 }  # fmt: skip
-MAX_DIM = I32_MAX  # a dim is an i32 in the kernel; a buffer with runtime extents has < runtime_dims.MAX_ELEMENTS elements (checked in launch)
+MAX_DIM = I32_MAX  # a dim is an i32 in the kernel; a buffer with runtime extents has < MAX_ELEMENTS elements
 
 
 SM_COUNT = "sm_count()"  # the device's SM count in an `env` (no dim name has parentheses)
