@@ -20,6 +20,8 @@ in step so an IR dump shows one notation).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import attrs
 
 from tilec.compiler import ir, visit
@@ -37,32 +39,39 @@ class CanonicalizeLayouts(Pass):
         return canonicalize_module(module)
 
 
-def canonical_lit(lit: ir.LayoutLit) -> ir.LayoutLit:
+def canonical_lit(lit: ir.LayoutLit, memo: Optional[dict] = None) -> ir.LayoutLit:
     """`lit` in canonical form, every new node located at `lit`'s span; `lit`
-    itself when it is canonical already (so its spans survive)."""
-    new = to_lit(canonicalize(to_layout(lit)))
-    if new == lit:
+    itself when it is canonical already (so its spans survive).  `memo`
+    (literal -> its canonical form, or None when it is canonical) spares a
+    module that writes one layout at many sites the work of all but the
+    first: the form depends on the literal alone (equality ignores spans)."""
+    new = memo.get(lit, lit) if memo is not None else lit
+    if new is lit:  # not yet seen
+        new = to_lit(canonicalize(to_layout(lit)))
+        if new == lit:
+            new = None
+        if memo is not None:
+            memo[lit] = new
+    if new is None:
         return lit
     return visit.transform(new, lambda node: attrs.evolve(node, span=lit.span))
 
 
-def _layout_kwargs(node: ir.Node) -> ir.Node:
-    if not isinstance(node, (ir.Call, ir.Method)):
-        return node
-    if not any(k.name == "layout" and isinstance(k.value, ir.LayoutLit) for k in node.kwargs):
+def _layout_kwargs(node: ir.Node, memo: dict) -> ir.Node:
+    if not any(k.name == "layout" and type(k.value) is ir.LayoutLit for k in node.kwargs):
         return node
     kwargs = tuple(
-        _keep(k, value=canonical_lit(k.value))
-        if k.name == "layout" and isinstance(k.value, ir.LayoutLit)
+        _keep(k, value=canonical_lit(k.value, memo))
+        if k.name == "layout" and type(k.value) is ir.LayoutLit
         else k
         for k in node.kwargs
     )
     return _keep(node, kwargs=kwargs)
 
 
-def _param(p: ir.Param) -> ir.Param:
+def _param(p: ir.Param, memo: dict) -> ir.Param:
     if isinstance(p.layout, ir.LayoutLit):
-        return _keep(p, layout=canonical_lit(p.layout))
+        return _keep(p, layout=canonical_lit(p.layout, memo))
     return p
 
 
@@ -82,16 +91,35 @@ def _keep(node: ir.Node, **fields) -> ir.Node:
     return node
 
 
+_CALLS = frozenset({ir.Call, ir.Method})
+
+
+def _all_canonical(body: tuple, memo: dict) -> bool:
+    """Is every `layout=` literal of a call in `body` canonical already?  A
+    look at every node, nothing rebuilt: most kernels are written (or
+    expanded) in canonical form, and a rebuild of every statement to find
+    that out cost several times the look."""
+    calls = _CALLS
+    for s in body:
+        for node in visit.walk(s):
+            if type(node) in calls and node.kwargs and _layout_kwargs(node, memo) is not node:
+                return False
+    return True
+
+
 def canonicalize_module(module: ir.Module) -> ir.Module:
+    memo: dict = {}
     consts = tuple(
-        _keep(c, value=canonical_lit(c.value)) if isinstance(c.value, ir.LayoutLit) else c
+        _keep(c, value=canonical_lit(c.value, memo)) if isinstance(c.value, ir.LayoutLit) else c
         for c in module.consts
     )
     kernels = tuple(
         _keep(
             k,
-            params=tuple(_param(p) for p in k.params),
-            body=tuple(visit.transform(s, _layout_kwargs) for s in k.body),
+            params=tuple(_param(p, memo) for p in k.params),
+            body=k.body if _all_canonical(k.body, memo) else tuple(
+                visit.transform(s, lambda node: _layout_kwargs(node, memo), only=_CALLS) for s in k.body
+            ),
         )
         for k in module.kernels
     )
