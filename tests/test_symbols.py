@@ -290,11 +290,63 @@ class _CheckKept(PassInstrumentation):
 @pytest.mark.parametrize("path", _EXAMPLES, ids=[p.name for p in _EXAMPLES])
 def test_kept_analyses_are_never_stale(path):
     """Passes hand the analysis of a kernel on to the passes after them
-    (infer-scope, plan-tma); for every example, what is kept for a kernel
+    (infer-scope, plan-smem, plan-tma); for every example, what is kept for a kernel
     after each pass equals a fresh analysis of it."""
     check = _CheckKept()
     result = compile_source(path.read_text(), filename=str(path), options=Options(instrumentations=(check,)))
     assert check.checked >= len(result.module.kernels)  # (a library of helpers has none)
+
+
+_POOL_VIEWS = """
+kernel k(A: f16[128, 64]):
+    bx = cta_id([1])
+    t = thread_id([128])
+    pool = smem_pool()
+    bar = pool.alloc((2,), u64, align=8)
+    pool.move_base_to(1024)
+    Cs = pool.alloc((64, 64), f32)
+    Cv = Cs.view(64, 16, 4)
+    Cw = Cv.view(4096)
+    Cd = decl_buffer((32, 64), f32, data=Cs, elem_offset=2048)
+    pool.commit()
+    x = Cs[0, 0] + Cv[0, 0, 0] + Cw[0] + Cd[0, 0]
+"""
+
+
+class _AfterPlanSmem(PassInstrumentation):
+    """Whether plan-smem left an analysis for each kernel it wrote (kept:
+    handed on; not kept: analyzed afresh when asked)."""
+
+    def __init__(self):
+        self.kept = None
+
+    def after_pass(self, p, module, ctx, position):
+        if p.name == "plan-smem":
+            held = {id(kernel) for kernel, _ in ctx.analyses.kept()}
+            self.kept = [id(k) in held for k in module.kernels]
+
+
+@pytest.mark.parametrize("extra, handed_on", [
+    ("", True),  # one pool: its buffers, and the views and declarations over them, built again
+    ("    D = alloc((16,), f32, scope=\"shared.dyn\")\n", False),  # another allocation in the arena
+    ("    p2 = smem_pool()\n    E = p2.alloc((16,), f32)\n", False),  # two pools
+])
+def test_plan_smem_hands_its_analysis_on_where_it_can(extra, handed_on):
+    """plan-smem writes a pool out as an arena with declarations over it;
+    with one pool and nothing else in the arena, the analysis is handed on
+    with the pool's buffers (now aligned to what their offsets guarantee:
+    bar's 8 and Cs's 16 bytes become 1024, as do the views and the
+    declaration over Cs) and everything declared over them built again,
+    equal to a fresh analysis (`_CheckKept`); otherwise the written kernel
+    is analyzed afresh."""
+    check, after = _CheckKept(), _AfterPlanSmem()
+    text = _POOL_VIEWS.replace("    pool.commit()\n", extra + "    pool.commit()\n")
+    names = ("bar", "Cs", "Cv", "Cw", "Cd")
+    assert [analyze(text).buffers[n].align for n in names] == [8, 16, 16, 16, 16]
+    result = compile_source(text, "t.tile", options=Options(stop_after="plan-smem", instrumentations=(check, after)))
+    assert after.kept == [handed_on] and check.checked >= 1
+    syms = analyze_kernel(result.module.kernels[0], result.module, TARGETS["sm_90a"])
+    assert [syms.buffers[n].align for n in names] == [1024] * 5
 
 
 def test_carried_tensor_maps_come_after_the_parameters():

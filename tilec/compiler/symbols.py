@@ -300,6 +300,64 @@ class KernelSymbols:
         return new
 
 
+    def pools_written_out(self, kernel: ir.Kernel, module: ir.Module) -> Optional["KernelSymbols"]:
+        """This analysis as that of `kernel`: this one's kernel with its pool
+        written out by plan-smem -- the pool an `alloc` of its bytes in the
+        dynamic arena, each `pool.alloc` a `decl_buffer` over it, its
+        `move_base_to` and `commit` gone -- or None where that is not shown
+        to hold (more than one pool, an empty one, another allocation in the
+        arena, runtime extents), and the caller analyzes afresh.  Nothing
+        moves: with one pool and nothing else in the arena, the arena's
+        `alloc` lands on the pool's base, so every offset stays.  What
+        changes are the buffers of the pool's name (now the arena), of its
+        allocations (a `decl_buffer` is aligned to what its offset
+        guarantees) and of the views and declarations over those: each is
+        built again by the analysis's own declaration code, with every name
+        of the kernel visible (the declaration was checked where it stands
+        by this analysis).  The types and bindings worked out are kept, as
+        in `carried`."""
+        if len(self.pools) != 1 or self.dims or self.uses_sm_count:
+            return None  # (uniform divisors read the kernel: only with runtime extents or sm_count)
+        (pool,) = self.pools.values()
+        if pool.cursor == 0:
+            return None
+        symbols = dict(self.symbols)
+        again = _Analyzer(kernel, module, self.target)
+        again.syms.symbols, again.in_scope = symbols, set(symbols)
+        again.arena_end = pool.base  # the arena's alloc (1024-aligned) lands on the pool's base
+        changed = set()  # the names whose buffer is built again
+        for s in visit.statements(kernel.body):
+            if type(s) is not ir.Assign or len(s.targets) != 1 or type(s.targets[0]) is not ir.Name:
+                continue
+            name, value = s.targets[0].id, s.value
+            kind = type(value)
+            if name == pool.name:
+                buf = again.alloc(name, value)
+            elif kind is ir.Call and value.func == "decl_buffer":
+                data = next((k.value for k in value.kwargs if k.name == "data"), None)
+                if type(data) is not ir.Name or data.id not in changed:
+                    continue
+                buf = again.decl_buffer(name, value)
+            elif kind is ir.Method and value.name == "view" and type(value.obj) is ir.Name:
+                if value.obj.id not in changed:
+                    continue
+                buf = again.method(value, statement=False, result_name=name)
+            else:
+                sym = self.symbols.get(name)
+                if kind is ir.Call and sym is not None and sym.buffer is not None and sym.buffer.storage == DYN_ARENA:
+                    return None  # another allocation in the arena: the pool's base came after it
+                continue
+            changed.add(name)
+            symbols[name] = Symbol(name, "buffer", buffer=buf, span=buf.span or s.span)
+        if pool.name not in changed:
+            return None
+        buffers = {name: sym.buffer for name, sym in symbols.items() if sym.buffer is not None}
+        new = attrs.evolve(self, kernel=kernel, symbols=symbols, buffers=buffers, pools={})
+        new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
+        new._bound = self._bound
+        return new
+
+
 def _describe(sym: Symbol) -> str:
     return {
         "buffer": "buffer",
@@ -619,6 +677,18 @@ class Analyses:
         if new is old or entry is None or entry[0] is not old or entry[1] != key:
             return
         self._entries[id(new)] = (new, key, entry[2].carried(new, tensormaps))
+
+    def carry_pools_written_out(self, old: ir.Kernel, new: ir.Kernel, module: ir.Module, target: Target) -> None:
+        """`new` is `old` with its pools written out by plan-smem: its
+        analysis is `old`'s as `KernelSymbols.pools_written_out` makes it,
+        where that holds (else `new` is analyzed when asked)."""
+        key = _module_key(module, target)
+        entry = self._entries.get(id(old))
+        if new is old or entry is None or entry[0] is not old or entry[1] != key:
+            return
+        syms = entry[2].pools_written_out(new, module)
+        if syms is not None:
+            self._entries[id(new)] = (new, key, syms)
 
     def kept(self) -> list:
         """(kernel, analysis) of every entry (the tests compare them with a

@@ -16,6 +16,9 @@ allocator: 1024-byte arena base, 16-byte default alignment, no moving back,
 and a shared buffer with a swizzled layout aligned to the swizzle's period,
 `symbols.swizzle_alignment`); this pass also writes that raised alignment
 out as the allocation's `align=`, which leaves the analysis as it was.
+The analysis of the written-out kernel is this pass's input's, rebuilt
+where the writing changes it (`KernelSymbols.pools_written_out`), so the
+passes after it do not analyze the kernel again.
 The arena size of each kernel is left in `ctx.artifacts["dynamic_smem"]`.
 """
 from __future__ import annotations
@@ -47,7 +50,9 @@ class PlanSmem(Pass):
             k = aligned
             syms = ctx.symbols(k, module)
             sizes[k.name] = syms.dynamic_smem
-            kernels.append(_with_body(k, _map_block(k.body, lambda s: _lower_pool(s, syms))))
+            lowered = _with_body(k, _map_block(k.body, lambda s: _lower_pool(s, syms)))
+            ctx.analyses.carry_pools_written_out(k, lowered, module, ctx.target)
+            kernels.append(lowered)
         return attrs.evolve(module, kernels=tuple(kernels))
 
 
