@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import attrs
 
@@ -119,7 +119,7 @@ class _OwnCalls:
             return hit[1]
         calls = [
             node
-            for child in visit.children(s) if not isinstance(child, ir.Stmt)
+            for child in visit.children(s) if type(child) not in _NO_CALLS and not isinstance(child, ir.Stmt)
             for node in visit.walk(child) if type(node) is ir.Call
         ]
         self.found[id(s)] = (s, calls)
@@ -127,6 +127,11 @@ class _OwnCalls:
 
     def in_block(self, stmts) -> list:
         return [c for s in visit.statements(stmts) for c in self.of(s)]
+
+
+_NO_CALLS = ir.LITERALS | {ir.Name}
+"""Expression classes that hold no call (a statement's own expressions are
+mostly names and literals: no walk of them)."""
 
 
 def _buffer_name(operand: ir.Expr) -> Optional[str]:
