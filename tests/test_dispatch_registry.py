@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.targets import TARGETS
 from tilec.passes.dispatch import (
@@ -331,6 +331,21 @@ def test_fresh_names_avoiding_a_kernel_take_all_its_identifiers():
     module = ir.Module(None, (ir.Const("N", ir.Int(8)),), (), (k,))
     names = NameGen.avoiding(k, module)
     assert [names.fresh(h) for h in ("desc", "i", "tmp", "N", "x")] == ["desc_1", "i_1", "tmp_1", "N_1", "x"]
+
+
+def test_fresh_names_resume_each_hints_search():
+    names = NameGen({"x", "x_1", "x_3", "y_1"})
+    assert [names.fresh(h) for h in ("x", "x", "y", "x", "y", "y")] == ["x_2", "x_4", "y", "x_5", "y_2", "y_3"]
+
+
+def test_identifiers_of_a_subtree_shared_by_two_statements():
+    """A kernel is a DAG (a subtree object at many uses): each use's names
+    are found, the shared subtree's among them."""
+    shared = ir.Binary("+", ir.Name("a"), ir.Index(ir.Name("B"), (ir.Int(0),)))
+    body = (ir.Assign((ir.Name("x"),), shared), ir.For("i", "range", ir.Int(0), ir.Int(2), ir.Int(1),
+                                                         (ir.Assign((ir.Name("y"),), shared),)))
+    k = ir.Kernel("k", (ir.Param("B", "f32", (ir.Int(4),)),), body)
+    assert visit.identifiers(k) == {"a", "B", "x", "i", "y"}
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import PassContext
 from tilec.grammar.parser import parse
 from tilec.passes.expand_inline import ExpandInline
-from tilec.compiler.fold import fold_expr
+from tilec.compiler.fold import Copies, fold_expr
 from tilec.passes.fold_constants import FoldConstants
 from tilec.passes.infer_scope import InferScope
 from tilec.passes.plan_smem import PlanSmem
@@ -620,6 +620,47 @@ def test_unroll_expands_folds_and_handles_nesting():
                 A[r + 4] = 2.0
         """
     )
+
+
+def test_unroll_copies_share_what_does_not_mention_the_loop():
+    """A subtree that mentions no replaced name folds alike in every copy,
+    and the copies hold one object of it (emit-ptx types it once)."""
+    m, _ = run(
+        """
+        kernel k(A: f32[16], B: f32[64]):
+            t = thread_id([32])
+            for i in unroll(3):
+                A[i] = B[t * 4 + 2 * 3]
+        """,
+        Unroll(),
+    )
+    assert body(m) == body_of(
+        """
+        kernel k(A: f32[16], B: f32[64]):
+            t = thread_id([32])
+            A[0] = B[t * 4 + 6]
+            A[1] = B[t * 4 + 6]
+            A[2] = B[t * 4 + 6]
+        """
+    )
+    loads = [s.value for s in body(m)[1:]]
+    assert loads[0] is loads[1] is loads[2]
+
+
+def test_copies_replace_a_name_first_replaced_after_its_subtree_was_shared():
+    x_plus_1 = parse(src("kernel k():\n    y = x + 1\n"), "t.tile").kernels[0].body
+    copies = Copies()
+    assert copies.block(x_plus_1, {"i": ir.Int(0)}) == x_plus_1  # `x + 1` shared: no `x` replaced yet
+    (again,) = copies.block(x_plus_1, {"i": ir.Int(1), "x": ir.Int(5)})
+    assert again.value == ir.Int(6)
+
+
+def test_copies_raise_a_folding_error_in_every_copy():
+    stmts = parse(src("kernel k():\n    y = 1 // 0 + i\n"), "t.tile").kernels[0].body
+    copies = Copies()
+    for i in range(2):
+        with pytest.raises(TilecError, match="division by zero"):
+            copies.block(stmts, {"i": ir.Int(i)})
 
 
 @pytest.mark.parametrize(

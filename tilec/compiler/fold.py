@@ -51,20 +51,164 @@ def fold_expr(expr: ir.Expr) -> ir.Expr:
     return visit.transform(expr, _fold_node, only=_FOLDERS)
 
 
-def fold_block(stmts, env=None) -> tuple:
-    """A statement list folded, constant `if`s replaced by their taken branch.
-    With `env` (name -> literal or name), each name in it is first replaced
-    by its value at the use's span, in the same traversal: unroll folds every
-    copy of a loop body just after substituting into it."""
-    if not env:
-        return _prune_block(tuple(visit.transform(s, _fold_node, only=_FOLDERS) for s in stmts))
+class Copies:
+    """The copies of one block of statements (an unroll loop's body), each
+    with some names replaced by values (the loop variable's, the names a
+    copy binds) and then folded, constant `if`s replaced by their taken
+    branch: `block(stmts, env)` is `stmts` with each name in `env` (name ->
+    literal or name) replaced by its value at the use's span, folded.
 
-    def fn(node):
-        if isinstance(node, ir.Name) and node.id in env:
-            node = visit.evolve(env[node.id], span=node.span)
-        return _fold_node(node)
+    The copies differ only where they mention a replaced name.  A subtree
+    that mentions none folds to the same expression in every copy, so it is
+    folded once, at its first copy, and that result is shared by the copies
+    after it: a copy costs a visit of the nodes on a path to a replaced name
+    (and their children), not of the whole body.  Folding visits the
+    subtrees in the same order either way, so the result and the first
+    error met are those of a fold of the whole substituted copy (an error
+    is never kept: a subtree that raised is visited again, and raises
+    again, in every copy that reaches it).  A shared result is kept with
+    its subtree (ids stay their own while the object lives)."""
 
-    return _prune_block(tuple(visit.transform(s, fn) for s in stmts))
+    def __init__(self):
+        self._names = set()  # every name an `env` has held: a subtree mentioning one is never shared
+        self._shared = {}  # id(subtree) -> (subtree, folded), for subtrees mentioning no name in _names
+        self._env = self._child = None  # the last `env` and the rewriter reading it
+
+    def block(self, stmts, env: dict) -> tuple:
+        if not self._names.issuperset(env):
+            self._names.update(env)  # what was shared may mention a name only now replaced
+            self._shared.clear()
+        if env is not self._env:  # (a copy's statements come one at a time, with one env that grows)
+            self._env, self._child = env, self._rewriter(env)
+        child = self._child
+        out = []
+        for s in stmts:
+            new = child(s, type(s))
+            out.append(s if new is None else new[0])
+        return _prune_block(tuple(out))
+
+    def _rewriter(self, env: dict):
+        """`child(node, type(node))`: None when `node` is kept as it is (a
+        literal, a name neither replaced nor predefined), else (`node`
+        substituted and folded, whether it mentions one of `names`).  Most
+        nodes are literals and names, met as children: they are taken care
+        of there, with no call."""
+        names, shared, plans, Name, predefined = self._names, self._shared, visit._PLANS, ir.Name, PREDEFINED
+        folders, is_ = _FOLDERS, operator.is_
+
+        def rewrite(n, cls):
+            key = id(n)
+            hit = shared.get(key)
+            if hit is not None:
+                return hit[1], False
+            try:
+                getter, children, _ = plans[cls]
+            except KeyError:
+                getter, children, _ = visit._plan(cls)
+            varies = False
+            values = getter(n)
+            changed = None
+            for i in children:
+                value = values[i]
+                t = type(value)
+                if t is tuple:
+                    if not value:
+                        continue
+                    items = []
+                    for item in value:
+                        t = type(item)
+                        if t is Name:
+                            if item.id in names:
+                                varies = True
+                                sub = env.get(item.id)
+                                if sub is not None:
+                                    item = _fold_node(visit.evolve(sub, span=item.span))
+                                    items.append(item)
+                                    continue
+                            if item.id in predefined:
+                                item = _fold_name(item)
+                        elif t in composite:
+                            item, v = rewrite(item, t)
+                            varies = varies or v
+                        elif t not in simple:
+                            new = child(item, t)
+                            if new is not None:
+                                item, v = new
+                                varies = varies or v
+                        items.append(item)
+                    if all(map(is_, items, value)):
+                        continue
+                    new = tuple(items)
+                elif t is Name:
+                    if value.id in names:
+                        varies = True
+                        sub = env.get(value.id)
+                        if sub is not None:
+                            new = _fold_node(visit.evolve(sub, span=value.span))
+                        elif value.id in predefined:
+                            new = _fold_name(value)
+                        else:
+                            continue
+                    elif value.id in predefined:
+                        new = _fold_name(value)
+                    else:
+                        continue
+                elif t in composite:
+                    new, v = rewrite(value, t)
+                    varies = varies or v
+                    if new is value:
+                        continue
+                elif t in simple:
+                    continue
+                else:
+                    new = child(value, t)
+                    if new is None:
+                        continue
+                    new, v = new
+                    varies = varies or v
+                    if new is value:
+                        continue
+                if changed is None:
+                    changed = list(values)
+                changed[i] = new
+            rebuilt = n if changed is None else cls(*changed, span=n.span)
+            fold_one = folders.get(cls)
+            out = rebuilt if fold_one is None else fold_one(rebuilt)
+            if not varies:
+                shared[key] = (n, out)
+            return out, varies
+
+        def child(n, cls):
+            """A node of any class (and sorts a class met for the first time)."""
+            if cls is Name:
+                if n.id in names:
+                    sub = env.get(n.id)
+                    return _fold_node(n if sub is None else visit.evolve(sub, span=n.span)), True
+                return (_fold_name(n), False) if n.id in predefined else None
+            if cls in composite:
+                return rewrite(n, cls)
+            if not isinstance(n, ir.Node):
+                return None
+            try:
+                children = plans[cls][1]
+            except KeyError:
+                children = visit._plan(cls)[1]
+            if children:
+                composite.add(cls)
+                return rewrite(n, cls)
+            simple.add(cls)  # a literal: no folder takes a node without children but a name
+            return None
+
+        composite, simple = _COMPOSITE, _SIMPLE
+        return child
+
+
+_COMPOSITE: set = set()
+"""Node classes with children, as `Copies` meets them."""
+
+_SIMPLE: set = {type(None)}
+"""Node classes without children (nor a name), and None, as `Copies`
+meets them: a copy keeps them as they are."""
 
 
 def prune(node: ir.Node) -> ir.Node:
@@ -97,9 +241,8 @@ def prune(node: ir.Node) -> ir.Node:
 def _block_fields(cls) -> tuple:
     """(the fields of `cls` that hold a block of statements, those that hold
     kernels), by their annotations in `ir.py`."""
-    fields = attrs.fields(cls)
-    return (tuple(f.name for f in fields if str(f.type) == "Tuple[Stmt, ...]"),
-            tuple(f.name for f in fields if str(f.type) == "Tuple[Kernel, ...]"))
+    return (visit.block_fields(cls),
+            tuple(f.name for f in attrs.fields(cls) if str(f.type) == "Tuple[Kernel, ...]"))
 
 
 def branch_not_taken(s: ir.Stmt):

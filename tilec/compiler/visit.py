@@ -110,13 +110,32 @@ def statements(stmts: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:
     what a pass asks of its assignments and loops needs no walk of them."""
     stack = list(stmts)
     stack.reverse()
-    Stmt = ir.Stmt
+    blocks = _BLOCKS
     while stack:
         s = stack.pop()
         yield s
-        inner = [c for c in _child_list(s) if isinstance(c, Stmt)]
-        inner.reverse()
-        stack += inner
+        try:
+            fields = blocks[type(s)]
+        except KeyError:
+            fields = block_fields(type(s))
+        for name in reversed(fields):
+            inner = list(getattr(s, name))
+            inner.reverse()
+            stack += inner
+
+
+def block_fields(cls) -> tuple:
+    """The names of the fields of `cls` that hold a block of statements (a
+    body, a branch), by their annotations in `ir.py`."""
+    fields = _BLOCKS.get(cls)
+    if fields is None:
+        fields = _BLOCKS[cls] = tuple(f.name for f in attrs.fields(cls) if str(f.type) == "Tuple[Stmt, ...]")
+    return fields
+
+
+_BLOCKS: dict = {}
+"""Node class -> `block_fields(cls)`, asked of attrs once: most statements
+hold no block, and a walk of the statements looks at every one."""
 
 
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.Node:
@@ -296,20 +315,34 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     Name, For, InlineDef, Node = ir.Name, ir.For, ir.InlineDef, ir.Node
     declared = {ir.Param, ir.Meta, InlineDef, ir.TensorMap}
     getters = _GETTERS
+    add = names.add
     # (`walk` written out, in another order: a set does not need walk's, and
-    # a generator's yield per node was much of the time)
+    # a generator's yield per node was much of the time.)  A kernel is a DAG:
+    # substitution and lowering put one subtree object at many uses (each of
+    # flash_attn_fwd's wgmma calls of a group takes the same 64-register
+    # tuple: 28k node occurrences, 7k objects), and a subtree's names are
+    # the same at each, so a node with children is entered once (`seen`);
+    # names are taken from the children directly rather than pushed, and
+    # leaves without a name (the literals, half of the nodes) not pushed.
+    leaves = _LEAVES
+    seen = set()
+    see = seen.add
     stack = [node]
     pop, push = stack.pop, stack.append
     while stack:
         n = pop()
         cls = type(n)
         if cls is Name:
-            names.add(n.id)
+            add(n.id)
             continue  # (a leaf)
+        key = id(n)
+        if key in seen:
+            continue
+        see(key)
         if cls is For:
-            names.add(n.var)
+            add(n.var)
         elif cls in declared:
-            names.add(n.name)
+            add(n.name)
             if cls is InlineDef:
                 if skip_helper_bodies:
                     if skipped is not None:
@@ -321,15 +354,28 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
         except KeyError:
             getter = _getter(cls)
         if getter is None:
+            if cls not in declared:
+                leaves.add(cls)
             continue
         for value in getter(n):
             if isinstance(value, Node):
-                push(value)
+                if type(value) is Name:
+                    add(value.id)
+                elif type(value) not in leaves:
+                    push(value)
             elif isinstance(value, tuple):
                 for item in value:
                     if isinstance(item, Node):
-                        push(item)
+                        if type(item) is Name:
+                            add(item.id)
+                        elif type(item) not in leaves:
+                            push(item)
     return names
+
+
+_LEAVES: set = set()
+"""Node classes without children and without a name of their own (the
+literals), as `identifiers` meets them: it does not push such a node."""
 
 
 class NameGen:
@@ -340,6 +386,10 @@ class NameGen:
     def __init__(self, taken: Iterable[str] = ()):
         self._taken = set(taken)
         self._unread = None  # (node, module) whose identifiers are taken too
+        # hint -> where its search for a free name resumes: the names before
+        # it were taken at the last call, and stay taken (unroll renames one
+        # hint once per copy of a loop body)
+        self._next: dict = {}
 
     @classmethod
     def avoiding(cls, node: ir.Node, module: ir.Module | None = None) -> "NameGen":
@@ -359,9 +409,11 @@ class NameGen:
             node, module = self._unread
             self._unread = None
             self._taken |= identifiers(node, module=module)
-        name, n = hint, 0
+        n = self._next.get(hint, 0)
+        name = f"{hint}_{n}" if n else hint
         while name in self._taken:
             n += 1
             name = f"{hint}_{n}"
         self._taken.add(name)
+        self._next[hint] = n + 1
         return name

@@ -23,7 +23,7 @@ from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.visit import NameGen
-from tilec.compiler.fold import fold_block, fold_expr
+from tilec.compiler.fold import Copies, fold_expr
 
 _LITERALS = (ir.Int, ir.Float, ir.Bool)
 
@@ -116,8 +116,9 @@ class _Unroller:
                 loop.span,
             )
         out = []
+        copies = Copies()
         for i in range(start, stop, step):
-            copy = self.block(self.iteration(loop.body, visible, {loop.var: ir.Int(i)}), visible)
+            copy = self.block(self.iteration(copies, loop.body, visible, {loop.var: ir.Int(i)}), visible)
             self.copied += _statements(copy)
             if self.copied > MAX_STATEMENTS:
                 raise TilecError(
@@ -128,16 +129,17 @@ class _Unroller:
             out.extend(copy)
         return out
 
-    def iteration(self, stmts, visible: set, env: dict) -> list:
+    def iteration(self, copies: Copies, stmts, visible: set, env: dict) -> list:
         """One copy of a loop body, `env` (the loop variable's value)
-        substituted and folded, with the names it binds made its own.  A
+        substituted and folded (by `copies`, the loop's), with the names it
+        binds made its own.  A
         substituted literal may decide an `if`, whose taken branch then joins
         the copy (and its bindings with it)."""
         visible = set(visible)
         env = dict(env)
         pending, out = list(stmts), []
         while pending:
-            folded = fold_block((pending.pop(0),), env)
+            folded = copies.block((pending.pop(0),), env)
             if len(folded) != 1:
                 pending[:0] = folded
                 continue
