@@ -45,6 +45,7 @@ that the emitter stores back after the instruction.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Dict, Optional, Tuple, Union
 
 import attrs
@@ -58,10 +59,21 @@ from tilec.compiler.targets import TARGETS, Target
 
 
 class Operands(tuple):
-    """The operands of a list parameter; formats as a PTX vector `{%a, %b}`."""
+    """The operands of a list parameter; formats as a PTX vector `{%a, %b}`.
+    The text and the set of the operands' types are worked out once: the
+    emitter hands the same accumulator list to every wgmma of a loop."""
+
+    @functools.cached_property
+    def text(self) -> str:
+        return "{" + ", ".join([str(x) for x in self]) + "}"
+
+    @functools.cached_property
+    def types(self) -> frozenset:
+        """The value types of the operands (emitted operands have one)."""
+        return frozenset([x.type for x in self])
 
     def __format__(self, spec: str) -> str:
-        return "{" + ", ".join(str(x) for x in self) + "}"
+        return self.text
 
 
 @records.frozen
@@ -230,7 +242,7 @@ def _wgmma_opcode(e, a, trans_a) -> str:
     b_dtype = a.b_dtype or a.dtype
     k = wgmma_mma_k(a.dtype, b_dtype, d_dtype, a.n)
     count = a.n // 4 if d_dtype == "f16" else a.n // 2
-    if len(a.d) != count or any(x.type != a.d[0].type for x in a.d):
+    if len(a.d) != count or len(a.d.types) > 1:
         kind = "packed f16x2" if d_dtype == "f16" else d_dtype
         raise TilecError(f"wgmma m64n{a.n}k{k} accumulates into {count} {kind} registers per thread, "
                          f"got {len(a.d)}")

@@ -397,7 +397,6 @@ class Addressing:
 
     def store(self, target: ir.Index, value: Operand) -> None:
         """`target = value`, `value` already of the element's value type."""
-        buf = self.syms.buffer_of(target)
         ref = self.element_ref(target)
         if ref.reg is not None:
             self.assign_reg(ref.reg, value)
@@ -405,7 +404,7 @@ class Addressing:
         if ref.word is not None:
             self.half_write(ref.word, ref.half, value)
             return
-        self.line(f"st.{ref.space}.{mem_type(buf.dtype)} [{ref.addr}], {value};")
+        self.line(f"st.{ref.space}.{mem_type(self.syms.buffer_of(target).dtype)} [{ref.addr}], {value};")
 
     # ---- vector moves ---------------------------------------------------
 

@@ -127,7 +127,10 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         # (buffer name, *constant indices) -> (Ref of a register-array element, whether one was typed)
         self.register_refs = {}
         self.index_refs = {}  # id(Index node) -> (the node, Ref, typed), for the same elements
+        self.register_lists = {}  # id(tuple node) -> (the node, its `regs` type, Operands), likewise
+        self.intrinsic_rows: Dict[str, intrinsics.Intrinsic] = {}  # name -> its row, available on the target
         self.int_immediates: Dict[tuple, Operand] = {}  # (int, type) -> its immediate (`imm`)
+        self.float_immediates: Dict[tuple, Operand] = {}  # (float, type) -> its immediate, likewise
         self.decls: List[str] = []
         self.uses_dyn = False
         self.tid: Optional[Operand] = None
@@ -277,6 +280,9 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         if isinstance(e, ir.Method):
             return  # pool.move_base_to / pool.commit: compile-time only
         if isinstance(e, ir.Call):
+            if e.func in self.intrinsic_rows:  # an intrinsic met before (none of the names below is one)
+                self.call_intrinsic(e)
+                return
             if e.func in LAUNCH_AXES or e.func == ASSUME:
                 return  # a launch declaration; a precondition the launch checks
             if builtins.tile_primitive(e.func) is not None:
@@ -482,6 +488,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             else:
                 self.register_refs.clear()  # a root declared again (an unrolled body) gets new registers
                 self.index_refs.clear()
+                self.register_lists.clear()
                 t = value_type_of_dtype(buf.dtype)
                 if t not in VALUE_TYPES:
                     raise TilecError(

@@ -100,12 +100,16 @@ class Expressions:
     def imm(self, value, t: str, span=None) -> Operand:
         """`value` as an immediate of type `t`; those of integers are kept
         per kernel (address arithmetic on constant indices asks for the same
-        few thousand times)."""
-        if type(value) is int:
+        few thousand times), and those of non-zero floats (an unrolled loop
+        names its constants again in every copy; 0.0 and -0.0 are equal
+        keys of different immediates)."""
+        kind = type(value)
+        if kind is int or kind is float and value:
+            kept = self.int_immediates if kind is int else self.float_immediates
             key = (value, t)
-            op = self.int_immediates.get(key)
+            op = kept.get(key)
             if op is None:
-                op = self.int_immediates[key] = self._immediate(value, t, span)
+                op = kept[key] = self._immediate(value, t, span)
             return op
         return self._immediate(value, t, span)
 
@@ -231,14 +235,17 @@ class Expressions:
             return b
         if op == "%" and bv == 1:
             return self.imm(0, t)
-        if op == "*" and _pow2(bv) is not None:
-            return self._binop(f"shl.{bt}", a, self.imm(_pow2(bv), "u32"), t)
-        if op == "*" and _pow2(av) is not None:
-            return self._binop(f"shl.{bt}", b, self.imm(_pow2(av), "u32"), t)
-        if op == "//" and _pow2(bv) is not None:
-            return self._binop(f"shr.{pt}", a, self.imm(_pow2(bv), "u32"), t)
-        if op == "%" and _pow2(bv) is not None:
-            return self._binop(f"and.{bt}", a, self.imm(bv - 1, t), t)
+        if op in ("*", "//", "%"):  # powers of two: shifts and masks
+            shift = _pow2(bv)
+            if shift is not None:
+                if op == "*":
+                    return self._binop(f"shl.{bt}", a, self.imm(shift, "u32"), t)
+                if op == "//":
+                    return self._binop(f"shr.{pt}", a, self.imm(shift, "u32"), t)
+                return self._binop(f"and.{bt}", a, self.imm(bv - 1, t), t)
+            shift = _pow2(av) if op == "*" else None
+            if shift is not None:
+                return self._binop(f"shl.{bt}", b, self.imm(shift, "u32"), t)
         if op in ("//", "%") and t in ("i32", "u32") and bv is not None and 3 <= bv <= I32_MAX:
             return self.constant_divmod(op, a, bv, t)
         if op in _INT_OPS:

@@ -75,10 +75,13 @@ class IntrinsicCalls:
     """Mixed into `KernelEmitter`."""
 
     def call_intrinsic(self, call: ir.Call) -> Optional[Operand]:
-        row = intrinsics.lookup(call.func, call.span)
-        row.check_target(self.target, call.span)
+        row = self.intrinsic_rows.get(call.func)
+        if row is None:  # looked up and checked against the target once per name
+            row = intrinsics.lookup(call.func, call.span)
+            row.check_target(self.target, call.span)
+            self.intrinsic_rows[call.func] = row
         sig = row.signature
-        bound = sig.bind(call.func, call.args, call.kwargs, call.span)
+        bound = self.syms.bound(call)  # (bound by the analysis already)
         fields = sig.literals(call.func, bound, call.span)
         if row.check is not None:
             row.check(fields, call.span)
@@ -117,10 +120,7 @@ class IntrinsicCalls:
             if not isinstance(arg, (ir.TupleExpr, ir.ListExpr)):
                 raise TilecError(f"{what} must be a tuple of {'registers' if kind == 'regs' else 'values'}", arg.span or call.span)
             if kind == "regs":
-                pair = self._pair_type(arg.items, p.arg)
-                if pair is not None:
-                    return Operands([self.packed_pair(lo, hi, pair, what) for lo, hi in self._two_by_two(arg, what)])
-                return Operands([self.lvalue(a, p.arg, what, writebacks) for a in arg.items])
+                return self.register_list(arg, p.arg, what, writebacks)
             want = None if kind == "index" else p.arg
             # PTX vector operands `{a, b}` take registers only
             return Operands([self.reg(self.checked_value(a, want, what)) for a in arg.items])
@@ -150,6 +150,25 @@ class IntrinsicCalls:
                 raise TilecError(f"{what} must be a buffer element", arg.span or call.span)
             return self.element_ref(arg)
         return arg  # layout, expr: the row interprets the expression
+
+    def register_list(self, arg, want: str, what: str, writebacks) -> Operands:
+        """The registers of a `regs` operand.  When they are all registers
+        of register-array elements they are kept per tuple node, until a
+        register array is declared again (`register_refs`): a lowered GEMM
+        hands the same accumulator tuple to every wgmma of its K loop."""
+        hit = self.register_lists.get(id(arg))
+        if hit is not None and hit[0] is arg and hit[1] == want:
+            return hit[2]
+        pair = self._pair_type(arg.items, want)
+        if pair is not None:
+            ops = Operands([self.packed_pair(lo, hi, pair, what) for lo, hi in self._two_by_two(arg, what)])
+        else:
+            written = len(writebacks)
+            ops = Operands([self.lvalue(a, want, what, writebacks) for a in arg.items])
+            if len(writebacks) != written or not all(type(a) is ir.Index for a in arg.items):
+                return ops  # a temporary stored back, or a mutable scalar's register
+        self.register_lists[id(arg)] = (arg, want, ops)
+        return ops
 
     def _pair_type(self, items, accepted: str) -> Optional[str]:
         """"f16x2" (or "bf16x2") when a `regs` operand accepting it is given

@@ -187,5 +187,5 @@ class MathCalls:
 
     def _op(self, opcode: str, t: str, *srcs) -> Operand:
         d = self.regs.temp(t)
-        self.line(f"{opcode} {d}, {', '.join(str(s) for s in srcs)};")
+        self.line(f"{opcode} {d}, {', '.join([str(s) for s in srcs])};")
         return d
