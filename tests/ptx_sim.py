@@ -93,7 +93,7 @@ def _round(x, kind, rnd):
 class Kernel:
     """One parsed `.entry` of a PTX module."""
 
-    def __init__(self, ptx: str, name: str, extension=None):
+    def __init__(self, ptx: str, name: str, extension=None, named_barriers=False):
         """`extension(op, operands, regs, special, symbols, mem, shared)` is
         offered every instruction first (`shared` is the CTA's
         SharedMemory, through which a shared::cluster address reaches any
@@ -105,8 +105,17 @@ class Kernel:
         `claims(op, operands)` is offered only the instructions it claims
         (asked once per instruction, when the kernel is decoded), and may
         claim one the simulator otherwise runs as a no-op (a fence, a
-        griddepcontrol), to watch where a thread executes it."""
+        griddepcontrol), to watch where a thread executes it.
+
+        `named_barriers=True` models `bar.sync ID, COUNT` and `bar.arrive
+        ID, COUNT` as the hardware runs them (_NamedBarriers): a sync
+        waits until COUNT threads have reached barrier ID, arrivals
+        included, so one group of warps can hold another back (a
+        ping-pong schedule, tests/test_hgemm_pingpong.py).  Without it
+        (the default, which the older tests were written against) every
+        bar.sync only ends the thread's turn and bar.arrive does nothing."""
         self.extension = extension
+        self.named_barriers = named_barriers
         start = ptx.index(f".entry {name}(")
         header, body = ptx[start:].split("{", 1)
         body = body[: body.index("\n}")]
@@ -155,6 +164,8 @@ class Kernel:
                 kind, arg = _RET, None
             elif op.startswith("bra"):
                 kind, arg = _BRA, ops[0]
+            elif named_barriers and op.startswith(("bar.sync", "bar.arrive")) and len(ops) == 2:
+                kind, arg = (_NAMED_SYNC if op.startswith("bar.sync") else _NAMED_ARRIVE), (int(ops[0]), int(ops[1]))
             elif op.startswith("bar.sync"):
                 kind, arg = _BAR, None
             elif op.startswith("barrier.cluster.arrive"):
@@ -183,6 +194,7 @@ class Kernel:
         clusters = {}  # cluster id -> its CTAs that run, in the order given
         for cta in ctas:
             clusters.setdefault(tuple(c // n for c, n in zip(cta, cluster)), []).append(tuple(cta))
+        self.barriers = {}  # CTA -> its _NamedBarriers (named_barriers=True), left for the caller to inspect
         for cid, members in clusters.items():
             window = [None] * (cluster[0] * cluster[1] * cluster[2])  # shared memories by rank
             sync = _ClusterBarrier(self.block * len(members))
@@ -192,7 +204,8 @@ class Kernel:
                 rank = within[0] + cluster[0] * (within[1] + cluster[1] * within[2])
                 shared = window[rank] = SharedMemory(self.dyn_base + dynamic_smem + 16, window)
                 ids = _cluster_registers(cta, grid, cluster, cid, within, rank)
-                live += [self._thread(mem, shared, cta, t, ids, sync) for t in range(self.block)]
+                named = self.barriers[cta] = _NamedBarriers()
+                live += [self._thread(mem, shared, cta, t, ids, sync, named) for t in range(self.block)]
             while live:
                 waiting = []
                 for th in live:
@@ -207,7 +220,7 @@ class Kernel:
         mem.write_back()
         return steps
 
-    def _thread(self, mem, shared, cta, tid, ids, sync):
+    def _thread(self, mem, shared, cta, tid, ids, sync, named):
         regs = {}
         local = bytearray(self.local_size + 16)
         special = {"%tid.x": tid, "%laneid": tid % 32, "%ctaid.x": cta[0], "%ctaid.y": cta[1],
@@ -251,6 +264,13 @@ class Kernel:
                     while not sync.complete(arrived - 1):
                         yield steps
                         steps = 0
+                elif kind is _NAMED_ARRIVE:
+                    named.arrive(*arg)
+                elif kind is _NAMED_SYNC:
+                    phase = named.arrive(*arg)
+                    while named.phase(arg[0]) == phase:
+                        yield steps + 1  # a step per turn spent waiting: a deadlock reaches max_steps
+                        steps = 0
                 continue
             if arg is not None:
                 arg(regs, special)
@@ -262,6 +282,7 @@ class Kernel:
 # first, else run it as _OTHER
 _RET, _BRA, _BAR, _NOOP, _OFFER, _OTHER = "ret", "bra", "bar", "noop", "offer", "other"
 _CLUSTER_ARRIVE, _CLUSTER_WAIT = "cluster arrive", "cluster wait"
+_NAMED_SYNC, _NAMED_ARRIVE = "named sync", "named arrive"
 _RING = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
          "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
 _ORDERED = {"min": min, "max": max}
@@ -448,6 +469,40 @@ class _ClusterBarrier:
 
     def complete(self, phase):
         return self.arrivals[phase] + sum(1 for n in self.exited if n <= phase) == self.threads
+
+
+class _NamedBarriers:
+    """A CTA's named barriers 0-15 (PTX ISA bar/barrier): `bar.sync id,
+    count` and `bar.arrive id, count` each count one arrival (the simulator
+    runs threads one by one, so a warp's 32 arrive as its 32 threads); the
+    arrival that makes `count` completes the barrier's phase and the count
+    starts again from 0, releasing the syncs of that phase.  Every arrival
+    of a phase must give the same count (else the PTX is undefined).
+    `pending()` lists the barriers some thread arrived at in a phase that
+    has not completed (a kernel that exits so leaves a barrier half
+    arrived)."""
+
+    def __init__(self):
+        self.state = {}  # id -> [phase, arrivals in it, their count]
+
+    def arrive(self, barrier, count):
+        """Counts one arrival; returns the phase it arrived in."""
+        state = self.state.setdefault(barrier, [0, 0, count])
+        phase, arrivals, expected = state
+        assert arrivals == 0 or expected == count, (
+            f"named barrier {barrier}: arrivals with {expected} and {count} threads in one phase")
+        if arrivals + 1 == count:
+            state[:] = [phase + 1, 0, count]
+        else:
+            state[:] = [phase, arrivals + 1, count]
+        return phase
+
+    def phase(self, barrier):
+        return self.state[barrier][0]
+
+    def pending(self) -> dict:
+        """{id: arrivals} of every barrier in a phase some thread arrived at."""
+        return {b: s[1] for b, s in self.state.items() if s[1]}
 
 
 class _Memory:
