@@ -61,6 +61,9 @@ SMALL = {
     "hopper/fp8_gemm.tile": {"M": 256, "N": 256, "K": 400, "SM_COUNT": 1},
     "hopper/fp8_gemm_blockscaled.tile": {"M": 256, "N": 256, "K": 384, "SM_COUNT": 1},
     "hopper/hgemm_v7_mn.tile": {"M": 256, "N": 256, "K": 192, "SM_COUNT": 1},
+    # 3 x 2 ragged tiles on one CTA (consumer 0 takes three, consumer 1
+    # two), 4 K tiles through a 5-stage ring: the consumers' walks wrap
+    "hopper/hgemm_pingpong.tile": {"M": 264, "N": 136, "K": 200, "SM_COUNT": 1},
     # rows over several warps (the smem reduce), and W over RPC rows per CTA
     "softmax.tile": {"ROWS": 4, "N": 2048, "THREADS": 128},
     "rmsnorm.tile": {"ROWS": 4, "N": 1024, "THREADS": 64, "RPC": 2},
