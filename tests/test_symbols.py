@@ -194,6 +194,32 @@ def test_located_user_errors(body, message, line):
     assert err.value.span is not None and err.value.span.line == line
 
 
+def test_a_tuple_at_two_uses_is_checked_again_where_its_names_are_not_visible():
+    """The analysis checks a tuple object met again (a wgmma group's register
+    tuple) once while the block it was checked in is open; past that block,
+    its names are checked again."""
+    module = lower(
+        "kernel k():\n"
+        "    t = thread_id([32])\n"
+        "    S = alloc((64,), f16, scope=\"shared\")\n"
+        "    for i in range(2):\n"
+        "        r = alloc_local((2,), f16)\n"
+        "        ptx.ldmatrix((r[0], r[1]), S.ptr_to([0]), num=1)\n"
+        "        ptx.ldmatrix((r[0], r[1]), S.ptr_to([0]), num=1)\n"
+        "    ptx.ldmatrix((t, t), S.ptr_to([0]), num=1)\n"
+    )
+    k = module.kernels[0]
+    loop, last = k.body[2], k.body[3]
+    regs = loop.body[1].expr.args[0]
+    inner = attrs.evolve(loop.body[2], expr=attrs.evolve(loop.body[2].expr, args=(regs,) + loop.body[2].expr.args[1:]))
+    after = attrs.evolve(last, expr=attrs.evolve(last.expr, args=(regs,) + last.expr.args[1:]))
+    loop = attrs.evolve(loop, body=(loop.body[0], loop.body[1], inner))
+    analyze_kernel(attrs.evolve(k, body=k.body[:2] + (loop,)), module, TARGETS["sm_90a"])  # one block: fine
+    with pytest.raises(TilecError, match="'r' is used outside the block that defines it") as err:
+        analyze_kernel(attrs.evolve(k, body=k.body[:2] + (loop, after)), module, TARGETS["sm_90a"])
+    assert err.value.span.line == 6
+
+
 def test_sibling_blocks_may_reuse_a_name():
     syms = analyze("kernel k(D: i32[8]):\n    for s in range(4):\n        D[s] = s\n    for s in range(2):\n        D[s] = 0\n")
     assert syms.lookup("s").kind == "loop_var"

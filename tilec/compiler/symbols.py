@@ -268,15 +268,18 @@ class KernelSymbols:
         return self._types.math_operand_type(e)
 
     def bound(self, call: ir.Call) -> dict:
-        """The arguments of the intrinsic call `call` bound to its row's
-        parameters (`Signature.bind`), bound once per call object: the
-        analysis binds every intrinsic call of the kernel, and emit-ptx reads
-        the same calls again.  Read it, never change it."""
+        """The arguments of the call `call` of a builtin or an intrinsic
+        bound to its row's parameters (`Signature.bind`), bound once per call
+        object: the analysis checks a call and types it (a math call three
+        times), and emit-ptx reads the same calls again.  Read it, never
+        change it."""
         hit = self._bound.get(id(call))
         if hit is not None and hit[0] is call:
             return hit[1]
         f = call.func
-        bound = intrinsics.lookup(f, call.span).signature.bind(f, call.args, call.kwargs, call.span)
+        row = BUILTINS.get(f)
+        signature = (row if row is not None else intrinsics.lookup(f, call.span)).signature
+        bound = signature.bind(f, call.args, call.kwargs, call.span)
         self._bound[id(call)] = (call, bound)  # the call kept so that its id stays its own
         return bound
 
@@ -521,15 +524,15 @@ class _TypeOf:
     def _Call(self, e):
         f = e.func
         if f in ("min", "max"):
-            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            bound = self.syms.bound(e)
             return self.binary_operands(ir.Binary("+", bound["a"], bound["b"], span=e.span))
         if f == runtime_dims.SM_COUNT:
-            BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            self.syms.bound(e)
             return "i32"
         if f in MATH:
             return self.math(MATH[f], e)
         if f in ("convert", "reinterpret"):
-            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            bound = self.syms.bound(e)
             t = builtins.literal(f, BUILTINS[f].signature.params[1], bound["dtype"], e.span)
             src = self.of(bound["x"])
             narrow = t in NARROW_INT_TYPES
@@ -549,13 +552,13 @@ class _TypeOf:
                                      f"float, not {other}", e.span)
             return value_type_of_dtype(t) if narrow else t
         if f in ("pack_f16x2", "pack_bf16x2"):
-            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            bound = self.syms.bound(e)
             for p in ("lo", "hi"):
                 if not assignable(self.of(bound[p]), "f32", bound[p]):
                     raise TilecError(f"{f}: '{p}' must be f32", bound[p].span or e.span)
             return "u32"
         if f == "address_of":
-            bound = BUILTINS[f].signature.bind(f, e.args, e.kwargs, e.span)
+            bound = self.syms.bound(e)
             x = bound["x"]
             if isinstance(x, ir.Name) and self.syms.lookup(x.id, x.span).kind == "tensormap":
                 return "generic_ptr"
@@ -576,7 +579,7 @@ class _TypeOf:
         """The type the operands of a math builtin are converted to: their
         promotion, an all-literal call computing in f32."""
         row = BUILTINS[e.func]
-        bound = row.signature.bind(e.func, e.args, e.kwargs, e.span)
+        bound = self.syms.bound(e)
         operands = [bound[p.name] for p in row.signature.params if p.kind == "expr"]
         if all(isinstance(x, (ir.Int, ir.Float)) for x in operands):
             return "f32" if not MATH[e.func].ints or any(isinstance(x, ir.Float) for x in operands) else "i32"
@@ -593,7 +596,7 @@ class _TypeOf:
 
     def math(self, fn, e: ir.Call) -> str:
         row = BUILTINS[e.func]
-        bound = row.signature.bind(e.func, e.args, e.kwargs, e.span)
+        bound = self.syms.bound(e)
         if bound.get("packed") is not None:
             for p in row.signature.params:
                 x = bound[p.name]
@@ -710,6 +713,9 @@ class _Analyzer:
         self.launch_ids: List[LaunchId] = []
         self.arena_end = 0
         self.static_end = 0  # bytes of static shared memory, allocations in order
+        # id(tuple expression) -> (it, the innermost block open when `exprs` checked it)
+        self.checked_tuples: Dict[int, tuple] = {}
+        self.paired: Dict[tuple, tuple] = {}  # (id(items), id(types)) -> items: see `pair_operands`
 
     # ---- scopes -------------------------------------------------------
 
@@ -1232,6 +1238,7 @@ class _Analyzer:
         stack = [e for e in reversed(es) if e is not None and type(e) not in ir.LITERALS]
         pop, push, literals, in_scope = stack.pop, stack.append, ir.LITERALS, self.in_scope
         Name, Int, symbols, runtime_indexed = ir.Name, ir.Int, self.syms.symbols, self.syms.runtime_indexed
+        checked = self.checked_tuples
         while stack:
             node = pop()
             kind = type(node)
@@ -1263,6 +1270,14 @@ class _Analyzer:
             elif kind is ir.Binary:
                 children = (node.lhs, node.rhs)
             elif kind is ir.TupleExpr or kind is ir.ListExpr:
+                # One tuple object at many uses (the wgmma calls of a group take the same
+                # register tuple) checks alike at each while the block it was first checked
+                # in is open: every name it uses is still visible, and the rest of what is
+                # checked depends on the nodes alone.
+                first = checked.get(id(node))
+                if first is not None and first[0] is node and any(s is first[1] for s in self.scopes):
+                    continue
+                checked[id(node)] = (node, self.scopes[-1])
                 children = node.items
             elif kind is ir.Call:
                 self.call(node, statement=False, recurse=False)
@@ -1284,13 +1299,25 @@ class _Analyzer:
     def pair_operands(self, items, types) -> None:
         """Record the 16-bit float local buffers whose elements an intrinsic
         takes as packed pairs (a `regs(f16x2)` operand, wgmma's f16
-        accumulator): the emitter stores them two to a b32 register."""
+        accumulator): the emitter stores them two to a b32 register.  The
+        same `items` (a register tuple at many calls) record the same
+        buffers again once each name had its symbol: a buffer's symbol is
+        never replaced."""
+        key = (id(items), id(types))
+        if self.paired.get(key) is items:
+            return
+        complete = True
         for x in items:
             if isinstance(x, ir.Index) and isinstance(x.base, ir.Name):
                 sym = self.syms.symbols.get(x.base.id)
-                buf = sym.buffer if sym is not None else None
+                if sym is None:
+                    complete = False
+                    continue
+                buf = sym.buffer
                 if buf is not None and buf.scope == "local" and f"{buf.dtype}x2" in types:
                     self.syms.pair_written.add(buf.storage)
+        if complete:
+            self.paired[key] = items
 
     def name_use(self, n: ir.Name) -> None:
         if n.id in self.in_scope or n.id in self.consts or n.id in PREDEFINED or n.id in self.syms.helpers:
@@ -1325,7 +1352,7 @@ class _Analyzer:
         row = BUILTINS.get(f)
         if row is None:
             raise TilecError(f"unknown function '{f}'", e.span)
-        bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+        bound = self.syms.bound(e)
         if row.category in ("launch", "memory"):
             raise TilecError(f"{f}(...) must be assigned to a name", e.span)
         if statement and f != "copy_vec":

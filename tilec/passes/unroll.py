@@ -86,11 +86,14 @@ class _Unroller:
         return tuple(out)
 
     def inside(self, s: ir.Stmt, visible: set) -> ir.Stmt:
+        fields = visit.block_fields(type(s))
+        if not fields:
+            return s
         changes = {}
         inner = visible | {s.var} if isinstance(s, ir.For) else visible
-        for field in ("body", "then", "orelse"):
-            value = getattr(s, field, None)
-            if isinstance(value, tuple) and value:
+        for field in fields:
+            value = getattr(s, field)
+            if value:
                 block = self.block(value, inner)
                 changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
         return visit.evolve(s, **changes) if changes else s
