@@ -148,14 +148,16 @@ def test_tool_classifies_outcomes(tool):
 def test_tool_counts_a_timeout_inside_the_parser_as_a_timeout(tool, monkeypatch):
     """The alarm can fire while the parser runs: that is the run out of time,
     not an internal error (seed 27 of the 10,000-input run reported two when
-    Lark wrapped it; tilec's own parser must let it through unwrapped)."""
-    from tilec.grammar import lalr
+    Lark wrapped it; tilec's own parser must let it through unwrapped, from
+    its fast path as from its LALR driver)."""
+    from tilec.grammar import descent, lalr
     from tilec.passes import parse
 
     def parse_runs_out(*args, **kwargs):
         raise tool.Timeout()
 
     monkeypatch.setattr(lalr.Parser, "parse", parse_runs_out)
+    monkeypatch.setattr(descent, "_tokens", parse_runs_out)
     parse.parsed.cache_clear()  # (an earlier test compiled the same text: its parse is kept)
     assert tool.outcome(EXAMPLES[0], "sm_90a", 10).kind == "Timeout"
 

@@ -142,7 +142,8 @@ class Parser:
         # The root lexer's alternation behind a run of what every lexer
         # ignores (blanks between tokens): one match reads the blanks and
         # the token after them (see `_lex`).
-        ignored = "|".join(tables["ignored"])
+        self.ignored = tuple(tables["ignored"])  # (the patterns of the ignored terminals)
+        ignored = "|".join(self.ignored)
         self._skip_match = re.compile(f"(?:{ignored})?(?:{self.root.pattern})").match if ignored else None
         # (state below, state, terminal) -> the state the parser is in once
         # the unit reductions `terminal` makes in `state` are done: a name

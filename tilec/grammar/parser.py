@@ -3,7 +3,9 @@
 `tilec.grammar.lalr` parses `tile.lark` (LALR, contextual lexer) from the
 tables in `tables.py`; `_Indentation` turns line starts into INDENT/DEDENT
 tokens; `_Builder` turns each node into `ir` nodes, with its source span, as
-the parser reduces it.  Every syntax error becomes a `TilecError` located at
+the parser reduces it.  A text is first read by `tilec.grammar.descent`
+(recursive descent, the same builder, a fraction of the driver's cost);
+where that refuses it (a syntax error, most often), the LALR driver parses.  Every syntax error becomes a `TilecError` located at
 the offending token and worded in plain language, never in terminal names.
 
 The tables are not computed at run time: `tools/grammar_tables.py` generates
@@ -28,7 +30,7 @@ from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.lexicon import LAYOUT_HEADS, NAMESPACES, RESERVED
-from tilec.grammar import lalr
+from tilec.grammar import descent, lalr
 from tilec.grammar.lalr import Token, Tree, UnexpectedCharacters, UnexpectedToken
 
 _GRAMMAR = os.path.join(os.path.dirname(__file__), "tile.lark")
@@ -167,6 +169,9 @@ def parse(text: str, filename: str = "<string>") -> ir.Module:
     parser = _parser()
     eof = _eof(text)
     source = text if text.endswith("\n") else text + "\n"
+    module = descent.read(parser, source, _Builder(filename, eof), eof, MAX_DEPTH)
+    if module is not None:
+        return module
     try:
         try:
             return _parse(parser, source, filename, eof, tree=False)
