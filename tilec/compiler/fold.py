@@ -93,7 +93,8 @@ class Copies:
         substituted and folded, whether it mentions one of `names`).  Most
         nodes are literals and names, met as children: they are taken care
         of there, with no call."""
-        names, shared, plans, Name, predefined = self._names, self._shared, visit._PLANS, ir.Name, PREDEFINED
+        names, shared, plans, Name, Binary, predefined = (
+            self._names, self._shared, visit._PLANS, ir.Name, ir.Binary, PREDEFINED)
         folders, is_ = _FOLDERS, operator.is_
 
         def rewrite(n, cls):
@@ -171,9 +172,18 @@ class Copies:
                 if changed is None:
                     changed = list(values)
                 changed[i] = new
-            rebuilt = n if changed is None else cls(*changed, span=n.span)
-            fold_one = folders.get(cls)
-            out = rebuilt if fold_one is None else fold_one(rebuilt)
+            if changed is None:
+                fold_one = folders.get(cls)
+                out = n if fold_one is None else fold_one(n)
+            elif cls is Binary:  # (most fold to a literal: the node is built only if not)
+                out = _binary_of(changed[0], changed[1], changed[2], n.span)
+                if out is None:
+                    out = cls(*changed, span=n.span)
+            else:
+                fold_one = folders.get(cls)
+                out = cls(*changed, span=n.span)
+                if fold_one is not None:
+                    out = fold_one(out)
             if not varies:
                 shared[key] = (n, out)
             return out, varies
@@ -348,44 +358,50 @@ def _fold_unary(node: ir.Unary) -> ir.Expr:
 
 
 def _fold_binary(node: ir.Binary) -> ir.Expr:
-    op, a, b = node.op, node.lhs, node.rhs
+    folded = _binary_of(node.op, node.lhs, node.rhs, node.span)
+    return node if folded is None else folded
+
+
+def _binary_of(op: str, a: ir.Expr, b: ir.Expr, span) -> ir.Expr | None:
+    """`a op b` folded, at `span`, or None when it does not fold (`Copies`
+    folds the operands of a copy before it builds the node)."""
     if op in ("and", "or"):
         if isinstance(a, ir.Bool):
             decided = a.value if op == "or" else not a.value
             return a if decided else b
-        return node
+        return None
     if op in ("==", "!=") and type(a) is type(b) and isinstance(a, (ir.Bool, ir.Str)):
-        return ir.Bool(_COMPARE[op](a.value, b.value), span=node.span)
+        return ir.Bool(_COMPARE[op](a.value, b.value), span=span)
     if isinstance(a, ir.Bool) and isinstance(b, ir.Bool) and op in ("&", "|", "^"):
-        return ir.Bool(_INT_ONLY[op](a.value, b.value), span=node.span)
+        return ir.Bool(_INT_ONLY[op](a.value, b.value), span=span)
     if not (isinstance(a, _NUMBER) and isinstance(b, _NUMBER)):
-        return node
+        return None
     x, y = a.value, b.value
     if op in _COMPARE:
-        return ir.Bool(_COMPARE[op](x, y), span=node.span)
+        return ir.Bool(_COMPARE[op](x, y), span=span)
     if op in _ARITH:
         if op in ("/", "//", "%") and y == 0:
-            raise TilecError("division by zero in a constant expression", node.span)
-        return _literal(_in_64_bits(_ARITH[op](x, y), node), node.span)
+            raise TilecError("division by zero in a constant expression", span)
+        return _literal(_in_64_bits(_ARITH[op](x, y), span), span)
     if op in _INT_ONLY and isinstance(a, ir.Int) and isinstance(b, ir.Int):
         if op in ("<<", ">>") and y < 0:
-            raise TilecError(f"negative shift count {y}", node.span)
+            raise TilecError(f"negative shift count {y}", span)
         if op == "<<" and x and y >= 64:  # raised before Python makes a number of y bits
-            raise TilecError(f"constant expression overflows 64 bits (a shift left by {y})", node.span)
-        return ir.Int(_in_64_bits(_INT_ONLY[op](x, y), node), span=node.span)
-    return node
+            raise TilecError(f"constant expression overflows 64 bits (a shift left by {y})", span)
+        return ir.Int(_in_64_bits(_INT_ONLY[op](x, y), span), span=span)
+    return None
 
 
-def _in_64_bits(value, node: ir.Binary):
+def _in_64_bits(value, span):
     """`value`, when an i64 or u64 can hold it (an integer) or it is a finite
     f64: other constants exist in no runtime type and have no literal to
     print, and folding more arithmetic on a huge integer only makes bigger
     ones (or fails to make a float)."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise TilecError(f"constant expression overflows the f64 range (it is {value})", node.span)
+        raise TilecError(f"constant expression overflows the f64 range (it is {value})", span)
     if isinstance(value, int) and not -(1 << 63) <= value < 1 << 64:
         raise TilecError(
-            f"constant expression overflows 64 bits (its value needs {value.bit_length()} bits)", node.span
+            f"constant expression overflows 64 bits (its value needs {value.bit_length()} bits)", span
         )
     return value
 

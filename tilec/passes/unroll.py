@@ -55,13 +55,14 @@ def unroll_module(module: ir.Module) -> ir.Module:
     return attrs.evolve(module, kernels=kernels)
 
 
-def _declared(s: ir.Stmt) -> set:
-    """The names `s` assigns: declared in its block, or updated when already
-    visible (the only other declarations, metas and tensor maps, are never
-    assigned to)."""
-    if isinstance(s, ir.Assign):
-        return {t.id for t in s.targets if isinstance(t, ir.Name)}
-    return set()
+def _declare(visible: set, s: ir.Stmt) -> None:
+    """Add to `visible` the names `s` assigns: declared in its block, or
+    updated when already visible (the only other declarations, metas and
+    tensor maps, are never assigned to)."""
+    if type(s) is ir.Assign:
+        for t in s.targets:
+            if type(t) is ir.Name:
+                visible.add(t.id)
 
 
 class _Unroller:
@@ -81,7 +82,7 @@ class _Unroller:
             else:
                 new = [self.inside(s, visible)]
             for n in new:
-                visible |= _declared(n)
+                _declare(visible, n)
             out.extend(new)
         return tuple(out)
 
@@ -151,7 +152,7 @@ class _Unroller:
                 s = self.bind(s, env, visible)
                 if s is None:
                     continue
-            visible |= _declared(s)
+            _declare(visible, s)
             out.append(s)
         return out
 
