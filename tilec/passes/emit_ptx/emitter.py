@@ -26,7 +26,7 @@ from tilec.compiler.value_types import VALUE_TYPES, assignable, value_type_of_dt
 from tilec.compiler.targets import Target
 from tilec.passes.emit_ptx.addressing import Addressing
 from tilec.passes.emit_ptx.debug_hangs import HangGuard
-from tilec.passes.emit_ptx.expressions import Expressions
+from tilec.passes.emit_ptx.expressions import VALUE_OF, Expressions
 from tilec.passes.emit_ptx.intrinsic_emit import IntrinsicCalls
 from tilec.passes.emit_ptx.math_emit import MathCalls
 from tilec.passes.emit_ptx.metadata import kernel_meta, module_meta
@@ -136,11 +136,14 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.tid: Optional[Operand] = None
         self.local_in_memory = syms.runtime_indexed
         self.packed_arrays: Dict[str, List[Operand]] = {}
+        # node class -> this emitter's method for it (`value`, `stmt`: one look and a call per node)
+        self.value_methods = {kind: getattr(self, name) for kind, name in VALUE_OF.items()}
+        self.stmt_methods = {kind: getattr(self, name) for kind, name in _STMT_METHOD.items()}
 
     # ---- output ---------------------------------------------------------
 
     def line(self, text: str) -> None:
-        if text.endswith(":"):
+        if text[-1:] == ":":
             self.lines.append(text)
             return
         if self.location != self.located:
@@ -265,7 +268,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             # the next instruction gets a .loc for this statement (see `line`)
             self.location = (s.span.file, s.span.line, s.span.col)
         try:
-            getattr(self, _STMT_METHOD.get(kind) or "_" + kind.__name__)(s)
+            (self.stmt_methods.get(kind) or getattr(self, "_" + kind.__name__))(s)
         except TilecError as err:  # one raised below without a location is about this statement
             raise err.with_span(s.span)
 
@@ -290,7 +293,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             if e.func in self.syms.helpers:
                 raise TilecError(f"inline helper '{e.func}' must be expanded before emit-ptx", e.span)
             if e.func == "copy_vec":
-                bound = BUILTINS["copy_vec"].signature.bind(e.func, e.args, e.kwargs, e.span)
+                bound = self.syms.bound(e)
                 n = BUILTINS["copy_vec"].signature.literals(e.func, bound, e.span)["n"]
                 self.vector_copy(bound["dst"], bound["src"], n, e.span)
                 return
@@ -312,12 +315,16 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         if isinstance(v, ir.Call) and v.func in LAUNCH_AXES:
             self.launch_ids(s.targets)
             return
-        if len(s.targets) == 1 and isinstance(s.targets[0], ir.Name):
-            sym = self.syms.symbols.get(s.targets[0].id)
-            if sym is not None and sym.kind in ("buffer", "pool"):
-                if sym.buffer is not None:
-                    self.declare_buffer(sym.buffer)
-                return
+        if len(s.targets) == 1:
+            target = s.targets[0]
+            if type(target) is ir.Name:
+                sym = self.syms.symbols.get(target.id)
+                if sym is not None and sym.kind in ("buffer", "pool"):
+                    if sym.buffer is not None:
+                        self.declare_buffer(sym.buffer)
+                    return
+            self.assign(target, v, self.value(v))
+            return
         values = list(v.items) if isinstance(v, ir.TupleExpr) and len(s.targets) > 1 else [v]
         if len(values) != len(s.targets):
             raise TilecError(f"cannot unpack {len(values)} value(s) into {len(s.targets)} names", s.span)

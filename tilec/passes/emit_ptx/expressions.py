@@ -22,7 +22,8 @@ from tilec.compiler import intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.math_fns import MATH
-from tilec.compiler.value_types import FP8_TYPES, NARROW_INT_TYPES, POINTER_TYPES, is_float, is_int, is_signed
+from tilec.compiler.value_types import (FLOAT_TYPES, FP8_TYPES, NARROW_INT_TYPES, POINTER_TYPES, is_float, is_int,
+                                       is_signed)
 from tilec.passes.emit_ptx.registers import Operand, bit_type, immediate, ptx_type, width
 
 _SETP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
@@ -135,10 +136,10 @@ class Expressions:
     def value(self, e: ir.Expr, want: Optional[str] = None) -> Operand:
         """Evaluate `e`; with `want`, implicitly converted to that type (the
         conversion is one `value_types.assignable` allows, checked by callers)."""
-        how = _VALUE_OF.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
+        how = self.value_methods.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
         if how is None:
             return self.literal(e, want)
-        op = getattr(self, how)(e)
+        op = how(e)
         if want is not None and op.type != want:
             op = self.convert(op, want, None, e.span)
         return op
@@ -202,7 +203,8 @@ class Expressions:
 
     def arith(self, op: str, a: Operand, b: Operand, t: str) -> Operand:
         """`a op b` on operands already of type `t` (the shift amount `b` is u32)."""
-        if not a.is_reg and not b.is_reg and t != "bool" and not is_float(t):
+        floating = t in FLOAT_TYPES
+        if not a.is_reg and not b.is_reg and t != "bool" and not floating:
             x, y = imm_value(a), imm_value(b)
             if not (op in ("//", "%") and y == 0):
                 return self.imm(wrap(_fold(op, x, y, t), t), t)
@@ -211,7 +213,7 @@ class Expressions:
         if t in _HALF:
             r = self.arith(op, self.convert(a, "f32"), self.convert(b, "f32"), "f32")
             return self.convert(r, t, "rn")
-        if is_float(t):
+        if floating:
             if op == "//":
                 q = self._binop(f"div.rn.{t}", a, b, t)
                 return self._unop(f"cvt.rmi.{t}.{t}", q, t)
@@ -345,7 +347,7 @@ class Expressions:
         if is_float(t) and op == "!=":
             cmp = "neu"  # true for NaN, like Python
         d = self.regs.temp("bool")
-        self.line(f"setp.{cmp}.{ptx_type(t)} {d}, {a}, {b};")
+        self.line(f"setp.{cmp}.{ptx_type(t)} {d.text}, {a.text}, {b.text};")
         return d
 
     def unary(self, e: ir.Unary) -> Operand:
@@ -403,11 +405,11 @@ class Expressions:
         """`dst = src` for a register `dst` of the same type."""
         if dst.type == "bool":
             if src.is_reg:
-                self.line(f"mov.pred {dst}, {src};")
+                self.line(f"mov.pred {dst.text}, {src.text};")
             else:
-                self.line(f"setp.ne.u32 {dst}, {src.text}, 0;")
+                self.line(f"setp.ne.u32 {dst.text}, {src.text}, 0;")
         else:
-            self.line(f"mov.{bit_type(dst.type)} {dst}, {src};")
+            self.line(f"mov.{bit_type(dst.type)} {dst.text}, {src.text};")
 
     # ---- calls ----------------------------------------------------------
 
@@ -421,7 +423,7 @@ class Expressions:
         if f == SM_COUNT:
             return self.binding(ir.Name(SM_COUNT_PARAM, span=e.span))
         row = BUILTINS[f]
-        bound = row.signature.bind(f, e.args, e.kwargs, e.span)
+        bound = self.syms.bound(e)
         if f in ("min", "max"):
             a, b = self.value(bound["a"], t), self.value(bound["b"], t)
             if not a.is_reg and not b.is_reg and not is_float(t):
@@ -532,7 +534,7 @@ class Expressions:
         d = self.regs.temp(t)
         if not a.is_reg and not b.is_reg:
             a = self.reg(a)
-        self.line(f"{opcode} {d}, {a}, {b};")
+        self.line(f"{opcode} {d.text}, {a.text}, {b.text};")
         return d
 
     def _convert_fp8(self, a: Operand, s: str, t: str, rounding: Optional[str], span) -> Operand:
@@ -569,11 +571,11 @@ class Expressions:
 
     def _unop(self, opcode: str, a: Operand, t: str) -> Operand:
         d = self.regs.temp(t)
-        self.line(f"{opcode} {d}, {self.reg(a)};")
+        self.line(f"{opcode} {d.text}, {self.reg(a).text};")
         return d
 
 
-_VALUE_OF = {
+VALUE_OF = {
     ir.Name: "binding",
     ir.Binary: "binary",
     ir.Unary: "unary",

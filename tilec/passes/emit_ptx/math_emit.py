@@ -49,7 +49,7 @@ class MathCalls:
     def math_call(self, e: ir.Call, t: str) -> Operand:
         fn = MATH[e.func]
         row = BUILTINS[e.func]
-        bound = row.signature.bind(e.func, e.args, e.kwargs, e.span)
+        bound = self.syms.bound(e)
         lits = row.signature.literals(e.func, bound, e.span)
         approx = lits.get("approx", False)
         ops = [self.reg(self.value(bound[p.name], t)) for p in row.signature.params if p.kind == "expr"]

@@ -53,23 +53,18 @@ _PTX_TYPE = {
 }
 
 
-def ptx_type(t: str) -> str:
-    """The instruction type suffix for a value type (`s32` for i32)."""
-    return _PTX_TYPE[t]
-
-
-def bit_type(t: str) -> str:
-    """The untyped suffix of the same width (`b32`)."""
-    return _BIT_TYPE[t]
-
-
-def width(t: str) -> int:
-    return _WIDTH[t]
-
-
 _WIDTH = {"bool": 1, "f16": 16, "bf16": 16, "e4m3": 16, "e5m2": 16, "i32": 32, "u32": 32, "f32": 32,
           "i64": 64, "u64": 64, "f64": 64, **POINTER_TYPES}
 _BIT_TYPE = {t: "pred" if t == "bool" else f"b{bits}" for t, bits in _WIDTH.items()}
+
+# The three lookups below are the tables' own `__getitem__` (a call into C,
+# no Python frame): the emitter asks them for nearly every instruction.
+ptx_type = _PTX_TYPE.__getitem__
+"""ptx_type(t): the instruction type suffix for a value type (`s32` for i32)."""
+bit_type = _BIT_TYPE.__getitem__
+"""bit_type(t): the untyped suffix of the same width (`b32`)."""
+width = _WIDTH.__getitem__
+"""width(t): the bits of a value type (1 for bool)."""
 
 
 @records.frozen
