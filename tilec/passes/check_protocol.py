@@ -38,6 +38,7 @@ a pipelined kernel whose stages it cannot tell apart.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Dict, Optional
@@ -91,7 +92,7 @@ def kernel_findings(kernel: ir.Kernel, syms: KernelSymbols) -> list:
     found: list = []
     calls = _OwnCalls()
     _Flow(syms, found).block(kernel.body, _State())
-    _expect_tx(kernel.body, syms, found)
+    _expect_tx(kernel.body, syms, found, calls)
     _divergent_syncs(kernel, syms, found, calls)
     _cta_group_mix(kernel, syms, found, calls)
     return sorted(found, key=lambda f: (f[2].line, f[2].col) if f[2] else (0, 0))
@@ -105,8 +106,9 @@ def kernel_findings(kernel: ir.Kernel, syms: KernelSymbols) -> list:
 class _OwnCalls:
     """The calls in a statement's own expressions (not in the statements
     nested in it), in `visit.walk`'s order, found once per statement: the
-    divergent-sync check counts the barriers among them and the cta-group
-    check reads them all.  A statement's expressions come before its nested
+    divergent-sync check counts the barriers among them, the cta-group
+    check reads them all, and the expect-tx check looks for loads and
+    expect_tx under a branch or loop.  A statement's expressions come before its nested
     statements in every statement class, so the calls of the statements of
     a block in `visit.statements`' order are the block's calls in walk order."""
 
@@ -169,8 +171,6 @@ def _overlap(a: ir.Expr, b: ir.Expr) -> bool:
     return True
 
 
-def _mentions(e: ir.Expr, name: str) -> bool:
-    return any(isinstance(n, ir.Name) and n.id == name for n in visit.walk(e))
 
 
 def _barrier(mbar: Optional[ir.Expr]) -> Optional[str]:
@@ -196,6 +196,12 @@ class _Pending:
     region: ir.Expr
     span: Optional[ir.Span]
     barrier: Optional[str] = None
+
+    @functools.cached_property
+    def names(self) -> frozenset:
+        """The names the region mentions (found once: every assignment asks
+        of every access still pending)."""
+        return frozenset(n.id for n in visit.walk(self.region) if type(n) is ir.Name)
 
 
 _FIELDS = ("tma", "cp_async", "writes", "accumulators")
@@ -223,7 +229,7 @@ class _State:
     def forget(self, name: str) -> None:
         """A name was assigned: regions indexed by it mean other elements now."""
         for field in _FIELDS:
-            setattr(self, field, [p for p in getattr(self, field) if not _mentions(p.region, name)])
+            setattr(self, field, [p for p in getattr(self, field) if name not in p.names])
 
 
 class _Flow:
@@ -290,7 +296,7 @@ class _Flow:
 
     def reads(self, e: Optional[ir.Expr], state: _State) -> None:
         """Element reads inside an expression."""
-        if e is None:
+        if e is None or type(e) in _NO_CALLS:  # (nor an element read)
             return
         for node in visit.walk(e):
             if isinstance(node, ir.Index) and _buffer_name(node) in self.syms.buffers:
@@ -413,19 +419,18 @@ def _tma_load_bytes(call: ir.Call, syms: KernelSymbols):
     return barrier, count * DTYPES[d.dtype].bits // 8
 
 
-def _touches(s: ir.Stmt, barrier: str, syms: KernelSymbols) -> bool:
+def _touches(s: ir.Stmt, barrier: str, syms: KernelSymbols, calls: _OwnCalls) -> bool:
     """Does a nested statement load to or expect bytes on `barrier`?"""
-    for node in visit.walk(s):
-        if isinstance(node, ir.Call):
-            load = _tma_load_bytes(node, syms)
-            if load is not None and load[0] == barrier:
-                return True
-            if node.func == "ptx.mbarrier.arrive.expect_tx" and node.args and _barrier(node.args[0]) == barrier:
-                return True
+    for node in calls.in_block((s,)):
+        load = _tma_load_bytes(node, syms)
+        if load is not None and load[0] == barrier:
+            return True
+        if node.func == "ptx.mbarrier.arrive.expect_tx" and node.args and _barrier(node.args[0]) == barrier:
+            return True
     return False
 
 
-def _expect_tx(stmts, syms: KernelSymbols, found: list) -> None:
+def _expect_tx(stmts, syms: KernelSymbols, found: list, calls: _OwnCalls) -> None:
     """In each statement list, between waits on a barrier: the expect_tx
     counts against the bytes of the loads at the same level, when every one
     of them is known and nothing nested also touches the barrier."""
@@ -447,10 +452,10 @@ def _expect_tx(stmts, syms: KernelSymbols, found: list) -> None:
     for s in stmts:
         for body in (getattr(s, "body", None), getattr(s, "then", None), getattr(s, "orelse", None)):
             if isinstance(body, tuple):
-                _expect_tx(body, syms, found)
+                _expect_tx(body, syms, found, calls)
         if not isinstance(s, ir.ExprStmt) or not isinstance(s.expr, ir.Call):
             for barrier in list(windows):
-                if isinstance(s, (ir.If, ir.For, ir.While)) and _touches(s, barrier, syms):
+                if isinstance(s, (ir.If, ir.For, ir.While)) and _touches(s, barrier, syms, calls):
                     window(barrier)["unknown"] = True
             continue
         call = s.expr
@@ -571,9 +576,15 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
         for name in names:
             env[name] = min(env.get(name, _UNIFORM), g)
 
-    def walk(stmts, env: dict, guard: float, report: bool) -> dict:
-        # `env` is changed in place and returned: every caller gives a copy or its own
+    def walk(stmts, env: dict, guard: float, report: bool, need_env: bool = True) -> dict:
+        # `env` is changed in place and returned: every caller gives a copy or its own.  A reporting
+        # walk whose caller reads no env (`need_env` false) stops where no barrier is left to report.
+        left = syncs(stmts) if report and not need_env else -1  # the barriers in `s` and after it
         for s in stmts:
+            if left == 0:
+                break
+            if left > 0:
+                left -= statement_summary(s)[0]
             if isinstance(s, ir.Assign):
                 for t in s.targets:
                     if isinstance(t, ir.Name):
@@ -583,8 +594,9 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
             elif isinstance(s, ir.If):
                 g = group(s.cond, env)
                 inner = guard if syncs(s.then) and syncs(s.orelse) else min(guard, g)
-                then = walk(s.then, dict(env), inner, report)
-                orelse = walk(s.orelse, dict(env), inner, report)
+                rest = need_env or left > 0  # whether what comes after reads the env
+                then = walk(s.then, dict(env), inner, report, rest)
+                orelse = walk(s.orelse, dict(env), inner, report, rest)
                 # the branches start from copies of env and change only the names they assign
                 changed = assigned(s.then) | assigned(s.orelse)
                 for k in changed:
@@ -600,8 +612,8 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
                     first = walk(s.body, first, min(guard, g), False)
                     for k in names:  # the only values the body changes
                         first[k] = min(first[k], env.get(k, _UNIFORM))
-                if report:
-                    walk(s.body, dict(first), min(guard, g), True)
+                if report and syncs(s.body):
+                    walk(s.body, dict(first), min(guard, g), True, need_env=False)
                 env = first
             elif report and isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call):
                 f = s.expr.func
@@ -614,7 +626,7 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
                         "others wait forever"), s.span))
         return env
 
-    walk(kernel.body, {}, _UNIFORM, report=True)
+    walk(kernel.body, {}, _UNIFORM, report=True, need_env=False)
 
 
 def _launch_stride(e: ir.Expr, ids: dict):
