@@ -24,6 +24,7 @@ hardware shared-memory layouts.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from math import prod
 from typing import Optional, Sequence, Union
@@ -124,6 +125,13 @@ class TileLayout:
         if self.swizzle is not None and not isinstance(self.swizzle, Swizzle):
             raise LayoutError(f"a layout's swizzle must be a Swizzle, got {self.swizzle!r}")
         _check_thread_ranges(self)
+
+    @functools.cached_property
+    def canonical(self) -> "TileLayout":
+        """`canonicalize(self)`, worked out once per layout object: the TMA
+        planner and the layout comparisons ask it of the same buffer's
+        layout at every copy."""
+        return _canonical(self)
 
     def __str__(self) -> str:
         text = _iters_str("S", self.shard)
@@ -365,6 +373,11 @@ def _keep_scope(offset: dict[str, int], threads: set[str], shard, replica) -> di
 
 
 def canonicalize(layout: TileLayout) -> TileLayout:
+    """`layout.canonical`: see `_canonical`."""
+    return layout.canonical
+
+
+def _canonical(layout: TileLayout) -> TileLayout:
     """The canonical form: thread axes on the layout's scope axis, unit
     iterators and zero offsets dropped, a stride-0 iterator on `m` (its axis
     adds nothing but the scope), contiguous iterators fused, replicas sorted
