@@ -79,18 +79,19 @@ class _Kernel:
     # -- statements --------------------------------------------------------
 
     def block(self, stmts, guard: str) -> tuple:
-        return tuple(self.stmt(s, guard) for s in stmts)
+        """The statements scoped; `stmts` itself when none changed (a block
+        without tile primitives is not rebuilt)."""
+        new = tuple(self.stmt(s, guard) for s in stmts)
+        return stmts if all(a is b for a, b in zip(new, stmts)) else new
 
     def stmt(self, s: ir.Stmt, guard: str) -> ir.Stmt:
         if isinstance(s, ir.If):
             inner = self.guard_scope(s.cond)
-            return visit.evolve(
-                s,
-                then=self.block(s.then, _finest(guard, inner)),
-                orelse=self.block(s.orelse, guard),
-            )
+            then, orelse = self.block(s.then, _finest(guard, inner)), self.block(s.orelse, guard)
+            return s if then is s.then and orelse is s.orelse else visit.evolve(s, then=then, orelse=orelse)
         if isinstance(s, (ir.For, ir.While)):
-            return visit.evolve(s, body=self.block(s.body, guard))
+            body = self.block(s.body, guard)
+            return s if body is s.body else visit.evolve(s, body=body)
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call):
             call = s.expr
             if tile_primitive(call.func) == call.func:
@@ -135,7 +136,12 @@ class _Kernel:
         return None
 
     def _mentions_id(self, e: ir.Node) -> bool:
-        return any(isinstance(n, ir.Name) and n.id in self.id_stride for n in visit.walk(e))
+        kind = type(e)  # (a name or a literal, as most indices are, without a walk)
+        if kind is ir.Name:
+            return e.id in self.id_stride
+        if kind in ir.LITERALS:
+            return False
+        return any(type(n) is ir.Name and n.id in self.id_stride for n in visit.walk(e))
 
     # -- operands ----------------------------------------------------------
 
