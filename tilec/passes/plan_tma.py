@@ -78,6 +78,7 @@ class _KernelPlanner:
             {*syms.symbols, *PREDEFINED, *(c.name for c in module.consts), *(h.name for h in module.helpers)}
         )
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
+        self.planned: dict = {}  # (tensor, dtype, descriptor fields) -> the name `tensormap` gave it
         self.new: list = []
 
     def run(self) -> ir.Kernel:
@@ -203,11 +204,15 @@ class _KernelPlanner:
         """The name of the tensormap statement for `plan` over `tensor`, added
         at the top of the kernel the first time."""
         d = plan.descriptor()
+        key = (tensor, plan.dtype) + tuple(tuple(d[k]) for k in _TUPLE_FIELDS) + tuple(d[k] for k in _STR_FIELDS)
+        name = self.planned.get(key)
+        if name is not None:  # a descriptor met before: its statement is not built again to be looked up
+            return name
         fields = [
             (k, ir.TupleExpr(tuple(v if isinstance(v, ir.Expr) else ir.Int(v) for v in d[k])))
-            for k in ("dims", "strides", "box", "elem_strides")
+            for k in _TUPLE_FIELDS
         ]
-        fields += [(k, ir.Str(d[k])) for k in ("interleave", "swizzle", "l2_promotion", "oob_fill")]
+        fields += [(k, ir.Str(d[k])) for k in _STR_FIELDS]
         call = ir.Call(
             "tensormap",
             (ir.Name(tensor), ir.DTypeLit(plan.dtype)),
@@ -218,7 +223,12 @@ class _KernelPlanner:
             name = self.names.fresh(f"{tensor}_tmap{count}")
             self.maps[call] = name
             self.new.append(ir.TensorMap(name, call))
+        self.planned[key] = self.maps[call]
         return self.maps[call]
+
+
+_TUPLE_FIELDS = ("dims", "strides", "box", "elem_strides")
+_STR_FIELDS = ("interleave", "swizzle", "l2_promotion", "oob_fill")
 
 
 @records.frozen
