@@ -80,19 +80,23 @@ def read(parser, text: str, builder, eof, max_depth: int):
 
 @functools.lru_cache(maxsize=None)
 def _lexer(parser) -> tuple:
-    """(the `match` of blanks and the token after them, a group -> the
-    kind of its tokens (None: the kind is the text), a keyword -> itself).
+    """(the `match` of blanks and the token after them; the groups other
+    than `_FIXED` whose tokens are their own kind (NAME, INT, _NL...); a
+    punctuation text -> its kind, the text; the kind of any other text of
+    `_FIXED`, AUGOP; a keyword -> its kind, itself), or None for a grammar
+    whose lexer is not laid out as this expects (the driver then parses).
 
     The expression is the root lexer's with its punctuation terminals (the
     ones after the blanks, each a fixed text but one, AUGOP, an alternation
-    of fixed texts) in one group, `_FIXED`, their order kept, so that it matches what the
-    root lexer matches: a regex tries the alternatives of one group by
-    their first character, where it enters each named group of its own."""
+    of fixed texts) in one group, `_FIXED`, their order kept, so that it
+    matches what the root lexer matches: a regex tries the alternatives of
+    one group by their first character, where it enters each named group
+    of its own."""
     root = parser.root
     texts = parser.terminal_texts
     parts = re.split(r"\|(?=\(\?P<\w+>)", root.pattern)  # "(?P<NAME>body)", in order
     names = [re.match(r"\(\?P<(\w+)>", part).group(1) for part in parts]
-    first = max(i for i, name in enumerate(names) if name in root.ignore) + 1
+    first = max((i for i, name in enumerate(names) if name in root.ignore), default=-1) + 1
     others = [name for name in names[first:] if texts[name] == name]
     if len(others) != 1 or any(name in root.ignore for name in names[first:]):
         return None  # (not the grammar this was written for: the driver parses)
