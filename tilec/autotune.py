@@ -32,8 +32,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 
@@ -57,8 +55,8 @@ class Tuned:
     config: Config
     defines: dict
     how: str
-    times_ms: dict = attrs.field(factory=dict)
-    rejected: dict = attrs.field(factory=dict)
+    times_ms: dict = records.field(factory=dict)
+    rejected: dict = records.field(factory=dict)
     workspace: tuple = ()
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 from math import gcd
 from typing import Callable, Mapping, Optional, Union
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.printer import print_expr
@@ -50,7 +48,7 @@ class Affine:
 
     const: int = 0
     terms: tuple[tuple[str, int], ...] = ()
-    divisors: tuple[tuple[str, int], ...] = attrs.field(default=(), eq=False)
+    divisors: tuple[tuple[str, int], ...] = records.field(default=(), eq=False)
 
     @classmethod
     def of(cls, value: Union[int, str, "Affine"]) -> "Affine":

@@ -48,8 +48,6 @@ from __future__ import annotations
 import functools
 from typing import Callable, Dict, Optional, Tuple, Union
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
@@ -79,14 +77,18 @@ class Operands(tuple):
 @records.frozen
 class Intrinsic:
     name: str
-    signature: Signature = attrs.field(converter=lambda s: Signature.parse(s) if isinstance(s, str) else s)
-    min_target: str = attrs.field(validator=attrs.validators.in_(TARGETS))
+    signature: Signature = records.field(converter=lambda s: Signature.parse(s) if isinstance(s, str) else s)
+    min_target: str  # a name in TARGETS
     emit: Union[str, Callable]
     families: Tuple[str, ...] = ()
     result: Optional[str] = None
     check: Optional[Callable] = None
     doc: str = ""
-    ranges: Dict[str, Tuple[int, int]] = attrs.field(factory=dict)
+    ranges: Dict[str, Tuple[int, int]] = records.field(factory=dict)
+
+    def __post_init__(self):
+        if self.min_target not in TARGETS:
+            raise ValueError(f"{self.name}: min_target must be in {set(TARGETS)}, got {self.min_target!r}")
 
     def check_range(self, param: str, value: int, span) -> None:
         """A located error for an immediate operand outside its PTX range."""

@@ -20,7 +20,7 @@ import attrs
 from tilec.compiler import records
 
 
-@records.frozen
+@records.node
 class Span:
     """Where a node came from: 1-based line and column, end exclusive."""
 
@@ -58,31 +58,31 @@ class Expr(Node):
     pass
 
 
-@records.frozen
+@records.node
 class Int(Expr):
     value: int
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Float(Expr):
     value: float
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Bool(Expr):
     value: bool
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Str(Expr):
     value: str
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Name(Expr):
     """A reference to a variable, constant, buffer, helper or thread axis."""
 
@@ -90,7 +90,7 @@ class Name(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class DTypeLit(Expr):
     """A dtype used as a value, e.g. the `f16` in `alloc((8, 8), f16)`."""
 
@@ -104,14 +104,14 @@ a search for names or calls skips them (`type(e) in LITERALS`: node
 classes have no subclasses)."""
 
 
-@records.frozen
+@records.node
 class Unary(Expr):
     op: str  # "-", "not", "~"
     operand: Expr
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Binary(Expr):
     op: str  # + - * / // % << >> & | ^ and or == != < <= > >=
     lhs: Expr
@@ -119,7 +119,7 @@ class Binary(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Select(Expr):
     """`a if cond else b`."""
 
@@ -129,7 +129,7 @@ class Select(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Keyword(Node):
     """A keyword argument `name=value`, or a `**value` splat when name is None."""
 
@@ -138,7 +138,7 @@ class Keyword(Node):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Call(Expr):
     """A call of a dotted function name: a builtin, a tile primitive (with its
     optional scope prefix, e.g. ``warp.gemm``), an intrinsic (``ptx.mbarrier.init``)
@@ -150,7 +150,7 @@ class Call(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Method(Expr):
     """`obj.name(args)`: buffer views (`.local`, `.view`, `.ptr_to`), the pool
     (`.alloc`), schedulers (`.valid`, `.next_tile`)."""
@@ -162,7 +162,7 @@ class Method(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Attr(Expr):
     """`obj.name` without a call, e.g. `ts.m_idx`."""
 
@@ -171,7 +171,7 @@ class Attr(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Slice(Expr):
     """`start:stop` inside an index; either bound may be omitted."""
 
@@ -180,7 +180,7 @@ class Slice(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Index(Expr):
     """`base[i, j:k, ...]`: an element load, a region, or a store target."""
 
@@ -189,19 +189,19 @@ class Index(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class TupleExpr(Expr):
     items: Tuple[Expr, ...]
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class ListExpr(Expr):
     items: Tuple[Expr, ...]
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class DictExpr(Expr):
     """`{"dispatch": "tma", "mbar": bar.ptr_to([0])}`: used with `**` splats."""
 
@@ -210,7 +210,7 @@ class DictExpr(Expr):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class LayoutIter(Node):
     """One `extent:stride@axis` iterator of a layout literal.
 
@@ -230,7 +230,7 @@ S_IS_A_LAYOUT = ("S[...] is always a layout literal, so a buffer named 'S' canno
 region: the name `S` heads layout literals wherever it is indexed."""
 
 
-@records.frozen
+@records.node
 class LayoutLit(Expr):
     """A layout in the seeds' notation:
     ``SW[pe, sw, atom] * S[(shape) : (strides)] + R[ext : stride@axis] + O[off@axis]``.
@@ -255,7 +255,7 @@ class Stmt(Node):
     pass
 
 
-@records.frozen
+@records.node
 class Assign(Stmt):
     """`a = e`, `a, b = e1, e2`, `x: i32 = 0` (a typed mutable scalar), or a
     buffer-element store `buf[i] = e`."""
@@ -266,7 +266,7 @@ class Assign(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class AugAssign(Stmt):
     """`x op= e`."""
 
@@ -276,7 +276,7 @@ class AugAssign(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Meta(Stmt):
     """`meta name = expr`: a compile-time value substituted at each use (the
     seeds' `T.meta_var`)."""
@@ -286,13 +286,13 @@ class Meta(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class ExprStmt(Stmt):
     expr: Expr
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class For(Stmt):
     """`for v in range(a, b, s):` (a runtime loop) or `for v in unroll(...)`
     (expanded at compile time).  `kind` is "range" or "unroll"."""
@@ -306,7 +306,7 @@ class For(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class If(Stmt):
     cond: Expr
     then: Tuple[Stmt, ...]
@@ -314,19 +314,19 @@ class If(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class While(Stmt):
     cond: Expr
     body: Tuple[Stmt, ...]
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Pass(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Return(Stmt):
     """`return expr` (or a bare `return`): the value of an inline helper
     called as an expression; only the last statement of a helper's body."""
@@ -335,7 +335,7 @@ class Return(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class InlineDef(Stmt):
     """`inline def name(params):` a helper expanded at each call site, seeing
     the variables of its enclosing scope (the seeds' `@T.inline`)."""
@@ -346,7 +346,7 @@ class InlineDef(Stmt):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class TensorMap(Stmt):
     """A TMA descriptor the host encodes before launch, written by plan-tma at
     the top of the kernel body:
@@ -368,7 +368,7 @@ class TensorMap(Stmt):
 # --------------------------------------------------------------------------
 
 
-@records.frozen
+@records.node
 class Param(Node):
     """A kernel parameter: a global buffer (`dtype[shape] layout L`) when
     `shape` is not None, else a scalar of `dtype`.  `cond` (`bias: f16[N] if
@@ -383,7 +383,7 @@ class Param(Node):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Kernel(Node):
     name: str
     params: Tuple[Param, ...]
@@ -391,7 +391,7 @@ class Kernel(Node):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Const(Node):
     """`const NAME = expr` at module level; overridable with `-D NAME=VALUE`."""
 
@@ -400,7 +400,7 @@ class Const(Node):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Include(Node):
     """`include "path.tile"` at module level: the consts and helpers of that
     file, resolved relative to the including file.  The parser keeps the
@@ -410,7 +410,7 @@ class Include(Node):
     span: Optional[Span] = _span()
 
 
-@records.frozen
+@records.node
 class Module(Node):
     target: Optional[str]
     consts: Tuple[Const, ...]

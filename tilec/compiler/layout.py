@@ -29,8 +29,6 @@ from collections.abc import Mapping
 from math import prod
 from typing import Optional, Sequence, Union
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler.layout_axes import (
     AXES,
@@ -101,12 +99,12 @@ class TileLayout:
     offsets non-negative, axes known, and that no thread axis is sent past its
     extent (a lane above 31)."""
 
-    shard: tuple[Iter, ...] = attrs.field(converter=_iters)
-    replica: tuple[Iter, ...] = attrs.field(default=(), converter=_iters)
-    offset: tuple[tuple[str, int], ...] = attrs.field(default=(), converter=_offsets)
+    shard: tuple[Iter, ...] = records.field(converter=_iters)
+    replica: tuple[Iter, ...] = records.field(default=(), converter=_iters)
+    offset: tuple[tuple[str, int], ...] = records.field(default=(), converter=_offsets)
     swizzle: Optional[Swizzle] = None
 
-    def __attrs_post_init__(self):
+    def __post_init__(self):
         if not self.shard:
             raise LayoutError("a layout needs at least one shard iterator (S[1 : 1] for one element)")
         for kind, iters in (("shard", self.shard), ("replica", self.replica)):
@@ -193,7 +191,7 @@ def make(
     (extent, stride, axis) triples."""
     extents = tuple(extents)
     if strides is None:
-        return attrs.evolve(row_major(extents), replica=_replicas(replica), offset=offset, swizzle=swizzle)
+        return records.evolve(row_major(extents), replica=_replicas(replica), offset=offset, swizzle=swizzle)
     if len(strides) != len(extents):
         raise LayoutError(f"{len(extents)} extents but {len(strides)} strides")
     shard = []

@@ -14,8 +14,6 @@ from __future__ import annotations
 from math import prod
 from typing import Optional, Sequence
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler.layout_axes import in_hierarchy, is_thread
 from tilec.compiler.layout import (
@@ -91,7 +89,7 @@ def group(layout: TileLayout, shape: Sequence[int]) -> Grouped:
     for dim in groups:
         shard.extend(dim)
         seps.append(len(shard))
-    return Grouped(attrs.evolve(layout, shard=shard), shape, tuple(seps))
+    return Grouped(records.evolve(layout, shard=shard), shape, tuple(seps))
 
 
 def _straddle(layout, shape, it, d) -> LayoutError:
@@ -105,7 +103,7 @@ def flatten(grouped: Grouped) -> TileLayout:
     """Forget the grouping: contiguous iterators, such as those `group`
     split, are fused again.  The result is the same function of the flat
     index."""
-    return attrs.evolve(grouped.layout, shard=fuse_contiguous(grouped.layout.shard))
+    return records.evolve(grouped.layout, shard=fuse_contiguous(grouped.layout.shard))
 
 
 def slice_region(
@@ -272,7 +270,7 @@ def tile_to(layout: TileLayout, shape: Sequence[int], atom_shape: Sequence[int])
     counts = _divide(shape, atom_shape, "atom shape")
     tiled = tile(row_major(counts), layout, counts, atom_shape)
     # a dim repeated once adds a unit iterator, which changes nothing
-    return attrs.evolve(tiled, shard=[it for it in tiled.shard if it.extent != 1] or [Iter(1, 1)])
+    return records.evolve(tiled, shard=[it for it in tiled.shard if it.extent != 1] or [Iter(1, 1)])
 
 
 def _interleaved(tiled_shape, part_shape, part_is_inner) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -306,7 +304,7 @@ def _checked(part: TileLayout, tiling, tiled: TileLayout) -> Optional[TileLayout
     and without the zero thread offsets that splitting `tiled` gave it when
     the other part already names those axes; None when it is not."""
     joined = join_thread_axes(part)
-    bare = attrs.evolve(joined, offset=[(n, v) for n, v in joined.offset if v or not is_thread(n)])
+    bare = records.evolve(joined, offset=[(n, v) for n, v in joined.offset if v or not is_thread(n)])
     for candidate in (bare, joined, part):
         try:
             if _same(tiling(candidate), tiled):
@@ -414,7 +412,7 @@ def permute_by_groups(layout: TileLayout, seps: Sequence[int], perm: Sequence[in
     if sorted(perm) != list(range(n)):
         raise LayoutError(f"{perm} is not a permutation of the {n} groups")
     shard = [it for g in perm for it in layout.shard[seps[g]:seps[g + 1]]]
-    return attrs.evolve(layout, shard=shard)
+    return records.evolve(layout, shard=shard)
 
 
 def permute_dims(layout: TileLayout, shape: Sequence[int], perm: Sequence[int]) -> TileLayout:

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler.builtins import PREDEFINED
 from tilec.compiler.diagnostics import TilecError
@@ -189,7 +187,7 @@ class SmemDescriptor:
     base_offset: int = 0  # swizzle-pattern phase when the tile is not pattern-aligned
     lbo_mode: int = 0  # tcgen05 only: 0 LBO is relative, 1 it is an absolute address
 
-    def __attrs_post_init__(self):
+    def __post_init__(self):
         if self.family not in FAMILIES:
             raise ValueError(f"unknown descriptor family {self.family!r}")
         table = _swizzle_table(self.family)
@@ -485,9 +483,9 @@ class Tcgen05InstrDesc:
     scale_dtype: Optional[str] = None
     sfa_id: int = 0
     sfb_id: int = 0
-    k: int = attrs.field(default=attrs.Factory(_default_k, takes_self=True))
+    k: int = records.field(factory=_default_k, takes_self=True)
 
-    def __attrs_post_init__(self):
+    def __post_init__(self):
         _check_kind(self.kind)
         kind = f"tcgen05 kind::{self.kind}"
         codes = _AB_CODES[self.kind]

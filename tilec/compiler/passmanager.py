@@ -31,9 +31,7 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, TextIO
 
-import attrs
-
-from tilec.compiler import ir
+from tilec.compiler import ir, records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.files import write_atomic
 from tilec.compiler.printer import print_module
@@ -66,7 +64,7 @@ HANG_TIMEOUT_NS = 2_000_000_000
 kernel reports it and traps: far beyond any wait of a working kernel."""
 
 
-@attrs.define
+@records.mutable
 class Options:
     """What the user asked of the pipeline beyond compiling: the
     instrumentation flags of the driver, and debugging code to emit."""
@@ -80,10 +78,10 @@ class Options:
     debug_hangs: bool = False  # bound mbarrier waits; report and trap (emit_ptx/debug_hangs.py)
     line_info: bool = False  # .file/.loc directives mapping PTX to .tile lines (-g)
     instrumentations: tuple = ()  # further PassInstrumentation objects, run after the built-in ones
-    stream: TextIO = attrs.field(factory=lambda: sys.stderr, eq=False, repr=False)
+    stream: TextIO = records.field(factory=lambda: sys.stderr, eq=False, repr=False)
 
 
-@attrs.define
+@records.mutable
 class PassContext:
     """Everything a pass may read besides the module, and where passes leave
     output that is not IR (`artifacts["ptx"]`, `artifacts["meta"]`)."""
@@ -91,12 +89,12 @@ class PassContext:
     target: Optional[Target] = None  # None until `parse` resolves it from the file
     filename: str = "<string>"
     source: str = ""
-    defines: dict = attrs.field(factory=dict)  # -D NAME=VALUE, values as written
-    options: Options = attrs.field(factory=Options)
-    artifacts: dict = attrs.field(factory=dict)
-    timings: dict = attrs.field(factory=dict)  # pass name -> wall seconds, in run order
-    timings_extra: dict = attrs.field(factory=dict)  # other rows of --time-passes ("(verifier)")
-    analyses: Analyses = attrs.field(factory=Analyses, eq=False, repr=False)  # see `symbols`
+    defines: dict = records.field(factory=dict)  # -D NAME=VALUE, values as written
+    options: Options = records.field(factory=Options)
+    artifacts: dict = records.field(factory=dict)
+    timings: dict = records.field(factory=dict)  # pass name -> wall seconds, in run order
+    timings_extra: dict = records.field(factory=dict)  # other rows of --time-passes ("(verifier)")
+    analyses: Analyses = records.field(factory=Analyses, eq=False, repr=False)  # see `symbols`
 
     def symbols(self, kernel: ir.Kernel, module: ir.Module) -> KernelSymbols:
         """The analysis of `kernel` (`tilec.compiler.symbols`), made once per

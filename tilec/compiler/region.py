@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.affine import Affine, linear
@@ -42,7 +40,7 @@ class Region:
     starts: tuple
     extents: tuple
     expr: ir.Expr
-    sliced: tuple = attrs.field(default=None, eq=False)
+    sliced: tuple = records.field(default=None, eq=False)
 
     @classmethod
     def read(cls, expr: ir.Expr, buf: Buffer) -> "Region":

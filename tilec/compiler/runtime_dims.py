@@ -34,8 +34,6 @@ from __future__ import annotations
 from math import gcd
 from typing import Dict, Optional, Tuple
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler import ir, visit
 from tilec.compiler.builtins import LAUNCH_AXES
@@ -65,7 +63,7 @@ class Dim:
     param: str
     axis: int
     divisor: int = 1
-    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+    span: Optional[ir.Span] = records.field(default=None, eq=False)
 
 
 def check_dim_expr(e: ir.Expr, dims, what: str) -> None:

@@ -33,7 +33,7 @@ class Swizzle:
     swizzle_bits: int  # b
     atom_bits: int  # a
 
-    def __attrs_post_init__(self):
+    def __post_init__(self):
         for name in ("per_element", "swizzle_bits", "atom_bits"):
             value = getattr(self, name)
             if type(value) is not int or value < 0:

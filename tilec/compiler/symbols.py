@@ -24,8 +24,6 @@ import functools
 from math import gcd
 from typing import Dict, List, Optional, Tuple
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler import builtins, intrinsics, ir, visit
 from tilec.compiler.builtins import BUILTINS, LAUNCH_AXES, METHODS, PREDEFINED
@@ -87,7 +85,7 @@ class Buffer:
     storage: str = ""
     byte_offset: int = 0
     allocated_addr: Optional[ir.Expr] = None
-    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+    span: Optional[ir.Span] = records.field(default=None, eq=False)
 
     @property
     def elem_bytes(self) -> int:
@@ -159,7 +157,7 @@ class LaunchId:
     level: str  # LAUNCH_AXES[builtin].level
     extent: int | ir.Expr  # an expression of runtime extents for a cta id bound at launch
     dim: int = 0  # x, y, z for multi-dimensional cta ids
-    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+    span: Optional[ir.Span] = records.field(default=None, eq=False)
 
 
 @records.frozen
@@ -174,7 +172,7 @@ class Launch:
         return self.block[0] * self.block[1] * self.block[2]
 
 
-@attrs.define
+@records.mutable
 class Pool:
     """The bump allocator of `smem_pool()`: `base` is its offset in the
     dynamic arena, `cursor` the next free byte relative to it."""
@@ -200,37 +198,37 @@ class Symbol:
     launch_id: Optional[LaunchId] = None
     pool: Optional[Pool] = None
     tensormap: Optional[ir.TensorMap] = None
-    span: Optional[ir.Span] = attrs.field(default=None, eq=False)
+    span: Optional[ir.Span] = records.field(default=None, eq=False)
 
 
 SCALAR_KINDS = ("scalar_param", "dim", "launch_id", "scalar", "value", "loop_var")
 
 
-@attrs.define
+@records.mutable
 class KernelSymbols:
     kernel: ir.Kernel
     target: Target
-    symbols: Dict[str, Symbol] = attrs.field(factory=dict)
-    buffers: Dict[str, Buffer] = attrs.field(factory=dict)  # definition order
-    tensormaps: Dict[str, ir.TensorMap] = attrs.field(factory=dict)
-    pools: Dict[str, Pool] = attrs.field(factory=dict)
+    symbols: Dict[str, Symbol] = records.field(factory=dict)
+    buffers: Dict[str, Buffer] = records.field(factory=dict)  # definition order
+    tensormaps: Dict[str, ir.TensorMap] = records.field(factory=dict)
+    pools: Dict[str, Pool] = records.field(factory=dict)
     launch: Optional[Launch] = None
     dynamic_smem: int = 0  # bytes of the dynamic arena
     helpers: frozenset = frozenset()
-    dims: Dict[str, Dim] = attrs.field(factory=dict)  # runtime extents, in order of appearance
-    assumes: List[Tuple[ir.Expr, str]] = attrs.field(factory=list)  # (condition, message)
+    dims: Dict[str, Dim] = records.field(factory=dict)  # runtime extents, in order of appearance
+    assumes: List[Tuple[ir.Expr, str]] = records.field(factory=list)  # (condition, message)
     uses_sm_count: bool = False  # some expression reads sm_count(): the kernel takes it as a hidden parameter
     # the kernel executes ptx.griddepcontrol.wait: the runtime may launch it programmatically (kernel.json)
     waits_grid_dependency: bool = False
     # divisors known at launch and proven positive: hidden magic-number parameters (runtime_dims.uniform_divisors)
-    divisors: Dict[str, "runtime_dims.UniformDivisor"] = attrs.field(factory=dict)
-    runtime_indexed: set = attrs.field(factory=set)  # storage roots of local buffers indexed at run time somewhere
-    pair_written: set = attrs.field(factory=set)  # storage roots of local buffers an intrinsic takes as f16x2 pairs
-    _types: "_TypeOf" = attrs.field(
-        init=False, eq=False, repr=False, default=attrs.Factory(lambda self: _TypeOf(self), takes_self=True)
+    divisors: Dict[str, "runtime_dims.UniformDivisor"] = records.field(factory=dict)
+    runtime_indexed: set = records.field(factory=set)  # storage roots of local buffers indexed at run time somewhere
+    pair_written: set = records.field(factory=set)  # storage roots of local buffers an intrinsic takes as f16x2 pairs
+    _types: "_TypeOf" = records.field(
+        init=False, eq=False, repr=False, factory=lambda self: _TypeOf(self), takes_self=True
     )
     # id(intrinsic call) -> (call, its bound arguments): see `bound`
-    _bound: dict = attrs.field(init=False, eq=False, repr=False, factory=dict)
+    _bound: dict = records.field(init=False, eq=False, repr=False, factory=dict)
 
     def lookup(self, name: str, span=None) -> Symbol:
         sym = self.symbols.get(name)
@@ -297,7 +295,7 @@ class KernelSymbols:
             added = [(t.name, Symbol(t.name, "tensormap", tensormap=t, span=t.span)) for t in tensormaps]
             symbols = dict(items[:params] + added + items[params:])
             maps = {**{t.name: t for t in tensormaps}, **self.tensormaps}
-        new = attrs.evolve(self, kernel=kernel, symbols=symbols, tensormaps=maps)
+        new = records.evolve(self, kernel=kernel, symbols=symbols, tensormaps=maps)
         new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
         new._bound = self._bound
         return new
@@ -355,7 +353,7 @@ class KernelSymbols:
         if pool.name not in changed:
             return None
         buffers = {name: sym.buffer for name, sym in symbols.items() if sym.buffer is not None}
-        new = attrs.evolve(self, kernel=kernel, symbols=symbols, buffers=buffers, pools={})
+        new = records.evolve(self, kernel=kernel, symbols=symbols, buffers=buffers, pools={})
         new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
         new._bound = self._bound
         return new
@@ -814,7 +812,7 @@ class _Analyzer:
         self.syms.assumes.append((cond, message))
         for name, d in runtime_dims.divisor_facts(cond).items():
             dim = self.syms.dims[name]
-            self.syms.dims[name] = attrs.evolve(dim, divisor=dim.divisor * d // gcd(dim.divisor, d))
+            self.syms.dims[name] = records.evolve(dim, divisor=dim.divisor * d // gcd(dim.divisor, d))
 
     def const_int(self, e, what: str) -> int:
         if isinstance(e, ir.Int):
@@ -1070,7 +1068,7 @@ class _Analyzer:
         buf = Buffer(name, dtype, values["shape"], scope, layout, align, name, 0, span=call.span)
         if scope == "shared.dyn":
             offset = _align_up(self.arena_end, align)
-            buf = attrs.evolve(buf, storage=DYN_ARENA, byte_offset=offset)
+            buf = records.evolve(buf, storage=DYN_ARENA, byte_offset=offset)
             self.arena_end = offset + buf.nbytes
             self.check_smem(call.span)
         elif scope == "shared":

@@ -68,8 +68,6 @@ import itertools
 from math import prod
 from typing import Optional, Sequence, Union
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler.affine import Affine
 from tilec.compiler.diagnostics import TilecError
@@ -186,7 +184,7 @@ class _Digit:
     unit: int
 
     def inner(self, n: int) -> "_Digit":
-        return attrs.evolve(self, extent=n)
+        return records.evolve(self, extent=n)
 
     def outer(self, n: int) -> "_Digit":
         """What is left after the inner `n` steps."""
@@ -526,7 +524,7 @@ def plan_tma(
     _memory_only(glayout, "global")
     _memory_only(slayout, "shared")
     mode = swizzle_mode(slayout.swizzle, dt)
-    slayout = attrs.evolve(slayout, swizzle=None)
+    slayout = records.evolve(slayout, swizzle=None)
 
     g_region = _check_region(region[0], gshape, "global")
     s_region = _check_region(region[1], sshape, "shared")

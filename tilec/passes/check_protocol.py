@@ -43,8 +43,6 @@ import math
 import re
 from typing import Dict, Optional
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler import ir, visit
 from tilec.compiler.builtins import LAUNCH_AXES, tile_primitive
@@ -207,12 +205,12 @@ class _Pending:
 _FIELDS = ("tma", "cp_async", "writes", "accumulators")
 
 
-@attrs.define
+@records.mutable
 class _State:
-    tma: list = attrs.field(factory=list)
-    cp_async: list = attrs.field(factory=list)
-    writes: list = attrs.field(factory=list)
-    accumulators: list = attrs.field(factory=list)
+    tma: list = records.field(factory=list)
+    cp_async: list = records.field(factory=list)
+    writes: list = records.field(factory=list)
+    accumulators: list = records.field(factory=list)
 
     def copy(self) -> "_State":
         return _State(*(list(getattr(self, f)) for f in _FIELDS))

@@ -88,9 +88,9 @@ class Scheduler:
     tile: str
     m_idx: str
     n_idx: str
-    names: NameGen = attrs.field(eq=False)  # fresh names for each runtime decode's values
+    names: NameGen = records.field(eq=False)  # fresh names for each runtime decode's values
     # runtime tile counts: the scalars computed once at the declaration
-    counts: Dict[str, str] = attrs.field(factory=dict)
+    counts: Dict[str, str] = records.field(factory=dict)
 
     @property
     def runtime(self) -> bool:

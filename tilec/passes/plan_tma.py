@@ -188,7 +188,7 @@ class _KernelPlanner:
         (first, plan), (second, other) = plans
         dims = tuple(runtime_dims.read_back(v, first, divisors) for v in plan.dims)
         strides = tuple(runtime_dims.read_back(v, first, divisors) for v in plan.strides)
-        agree = attrs.evolve(plan, dims=other.dims, strides=other.strides) == other and all(
+        agree = records.evolve(plan, dims=other.dims, strides=other.strides) == other and all(
             runtime_dims.substitute(e, second) == ir.Int(v)
             for e, v in zip(dims + strides, other.dims + other.strides)
         )

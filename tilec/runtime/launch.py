@@ -34,7 +34,6 @@ import math
 import struct
 import sys
 
-import attrs
 import numpy as np
 
 from tilec.compiler import records
@@ -60,7 +59,7 @@ class LaunchError(TilecError):
 class HostArray:
     """A numpy array, staged through a device buffer around the launch."""
 
-    array: np.ndarray = attrs.field(eq=False)
+    array: np.ndarray = records.field(eq=False)
 
 
 @records.frozen
@@ -70,7 +69,7 @@ class DeviceArray:
     waited for before the launch (None: nothing to wait for)."""
 
     ptr: int
-    owner: object = attrs.field(eq=False, repr=False)
+    owner: object = records.field(eq=False, repr=False)
     stream: int | None = None
 
 
@@ -170,9 +169,9 @@ class Layout:
     `bases`: (buffer, map) of each tensor map, the address rules; `grid`:
     kernel.json's grid for `values` when `bind_args` was given it."""
 
-    values: dict = attrs.field(eq=False)
-    dims: dict = attrs.field(eq=False)
-    tensormaps: dict = attrs.field(eq=False)
+    values: dict = records.field(eq=False)
+    dims: dict = records.field(eq=False)
+    tensormaps: dict = records.field(eq=False)
     aligned: tuple
     bases: tuple
     grid: tuple | None
@@ -667,8 +666,8 @@ def check_smem(kernel: str, dynamic: int, static: int, limit: int) -> None:
 class PackedParams:
     """The void* array cuLaunchKernelEx reads, and the storage it points to."""
 
-    storage: object = attrs.field(repr=False)
-    pointers: object = attrs.field(repr=False)
+    storage: object = records.field(repr=False)
+    pointers: object = records.field(repr=False)
 
     @property
     def address(self) -> int:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import TileLayout, fuse_contiguous
@@ -104,7 +102,7 @@ def place(r: Region, axes: Sequence[str], what: str, divisors: Optional[Divisors
                 f"the layout of {name} places elements on {it.axis}; it needs {' and '.join(axes)} ({layout})"
             )
     try:
-        grouped = group(attrs.evolve(layout, swizzle=None, replica=(), offset=()), buf.shape)
+        grouped = group(records.evolve(layout, swizzle=None, replica=(), offset=()), buf.shape)
     except LayoutError as err:
         raise TilecError(f"{name}: {err.message}") from None
     base = {a: v for a, v in layout.offset if a in axes}

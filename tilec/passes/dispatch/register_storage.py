@@ -14,9 +14,6 @@ from __future__ import annotations
 import itertools
 from typing import Dict, Optional, Sequence
 
-import attrs
-
-
 from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.layout import split_thread_axes, storage_size
@@ -75,7 +72,7 @@ class Storage:
     used: tuple  # (axis, positions) pairs
     scope: str
     copies: tuple = ()  # of Term (dim -1)
-    answers: dict = attrs.field(factory=dict, eq=False, repr=False)
+    answers: dict = records.field(factory=dict, eq=False, repr=False)
 
     @property
     def size(self) -> int:

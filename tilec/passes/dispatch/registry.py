@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Sequence, Union
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler import ir
 from tilec.compiler.builtins import TILE_PRIMITIVES
@@ -43,7 +41,7 @@ class DispatchContext:
 
     target: Target
     symbols: object = None
-    names: NameGen = attrs.field(factory=NameGen)
+    names: NameGen = records.field(factory=NameGen)
     guards: tuple = ()  # of ir.Expr
 
     def fresh(self, hint: str) -> str:

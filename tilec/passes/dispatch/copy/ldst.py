@@ -43,12 +43,10 @@ instruction per element.
 """
 from __future__ import annotations
 
-import attrs
-
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.value_types import value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
-from tilec.compiler import ir
+from tilec.compiler import ir, records
 from tilec.compiler.fold import fold_expr
 from tilec.passes.dispatch.copy.operands import copy_operands, oob_fill
 from tilec.compiler.region import Region, extent_expr
@@ -131,7 +129,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
     # a vector must not straddle an edge tested per access
     last = ragged.get(len(mem.buffer.shape) - 1, ir.Int(0))
     # where the region lies past a uniform dim's end, it is read from 0 there instead
-    clamped = attrs.evolve(mem, starts=tuple(
+    clamped = records.evolve(mem, starts=tuple(
         ir.Select(uniform[d], s, ir.Int(0)) if d in uniform else s for d, s in enumerate(mem.starts)))
     done, stmts = set(), []
     for h in held:
