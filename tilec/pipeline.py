@@ -10,25 +10,37 @@ from __future__ import annotations
 import gc
 from typing import Optional, Union
 
-
-from tilec.compiler import records
-from tilec.compiler import ir, targets
-from tilec.compiler.passmanager import Options, PassContext, PassManager
-from tilec.compiler.verifier import verify
-from tilec.grammar.parser import check_printable
-from tilec.passes.check_asserts import CheckAsserts
-from tilec.passes.check_protocol import CheckProtocol
-from tilec.passes.canonicalize_layouts import CanonicalizeLayouts
-from tilec.passes.dispatch.lower_calls import Dispatch
-from tilec.passes.emit_ptx import EmitPTX
-from tilec.passes.expand_inline import ExpandInline
-from tilec.passes.fold_constants import FoldConstants
-from tilec.passes.infer_scope import InferScope
-from tilec.passes.lower_scheduler import LowerScheduler
-from tilec.passes.parse import Parse
-from tilec.passes.plan_smem import PlanSmem
-from tilec.passes.plan_tma import PlanTma
-from tilec.passes.unroll import Unroll
+# The cyclic garbage collector is off while the compiler is imported (every
+# pass, from here): loading it creates some hundred thousand objects, none of
+# them garbage, and the collections their allocations set off each walk much
+# of what is loaded so far, for nothing (a few percent of a cold compile).
+# The driver has it off for its whole run (cli.main); this is for a program
+# that imports tilec, and the tests.
+_collecting = gc.isenabled()
+gc.disable()
+try:
+    from tilec.compiler import records
+    from tilec.compiler import ir, targets
+    from tilec.compiler.passmanager import Options, PassContext, PassManager
+    from tilec.compiler.verifier import verify
+    from tilec.grammar.parser import check_printable
+    from tilec.passes.check_asserts import CheckAsserts
+    from tilec.passes.check_protocol import CheckProtocol
+    from tilec.passes.canonicalize_layouts import CanonicalizeLayouts
+    from tilec.passes.dispatch.lower_calls import Dispatch
+    from tilec.passes.emit_ptx import EmitPTX
+    from tilec.passes.expand_inline import ExpandInline
+    from tilec.passes.fold_constants import FoldConstants
+    from tilec.passes.infer_scope import InferScope
+    from tilec.passes.lower_scheduler import LowerScheduler
+    from tilec.passes.parse import Parse
+    from tilec.passes.plan_smem import PlanSmem
+    from tilec.passes.plan_tma import PlanTma
+    from tilec.passes.unroll import Unroll
+finally:
+    if _collecting:
+        gc.enable()
+    del _collecting
 
 
 def default_passes() -> list:
