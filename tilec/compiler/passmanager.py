@@ -29,14 +29,33 @@ import heapq
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Callable, Iterable, Optional, Sequence, TextIO
 
-from tilec.compiler import ir, records
+from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.files import write_atomic
-from tilec.compiler.printer import print_module
-from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
+
+if TYPE_CHECKING:
+    from tilec.compiler import ir
+    from tilec.compiler.symbols import Analyses, KernelSymbols
+
+# The IR, its printer and the analyses are imported on first use, not with
+# this module: the driver reads `HANG_TIMEOUT_NS` for its --help text, and
+# `tilec --help` and `--version` need none of the compiler (the IR's classes
+# and attrs are most of what importing it costs).
+
+
+def _print_module(module: ir.Module) -> str:
+    from tilec.compiler.printer import print_module
+
+    return print_module(module)
+
+
+def _new_analyses() -> Analyses:
+    from tilec.compiler.symbols import Analyses
+
+    return Analyses()
 
 
 class Pass(abc.ABC):
@@ -94,7 +113,7 @@ class PassContext:
     artifacts: dict = records.field(factory=dict)
     timings: dict = records.field(factory=dict)  # pass name -> wall seconds, in run order
     timings_extra: dict = records.field(factory=dict)  # other rows of --time-passes ("(verifier)")
-    analyses: Analyses = records.field(factory=Analyses, eq=False, repr=False)  # see `symbols`
+    analyses: Analyses = records.field(factory=_new_analyses, eq=False, repr=False)  # see `symbols`
 
     def symbols(self, kernel: ir.Kernel, module: ir.Module) -> KernelSymbols:
         """The analysis of `kernel` (`tilec.compiler.symbols`), made once per
@@ -375,7 +394,7 @@ class FailureReproducer(PassInstrumentation):
         if module is None:
             return  # the first pass's input is the source file itself
         try:
-            text = print_module(module)
+            text = _print_module(module)
         except RecursionError:
             return  # IR too deep to print (the error says so)
         path = Path(self.folder) / f"{position:02d}-{p.name}.failed.tile"
@@ -397,7 +416,7 @@ class TimingReport(PassInstrumentation):
 
 
 def _dump(module: ir.Module, ctx: "PassContext", filename: str, banner: str) -> None:
-    text = print_module(module)
+    text = _print_module(module)
     if ctx.options.dump_dir is not None:
         _write(Path(ctx.options.dump_dir) / filename, text)
     else:
@@ -421,7 +440,9 @@ def _too_deep(stage: str, module: Optional[ir.Module], ctx: PassContext) -> Tile
     at the kernel being compiled when there is one."""
     span = module.kernels[0].span if module is not None and module.kernels else None
     if span is None:
-        span = ir.Span(ctx.filename, 1, 1, 1, 2)
+        from tilec.compiler.ir import Span
+
+        span = Span(ctx.filename, 1, 1, 1, 2)
     return TilecError(
         f"the program nests too deeply for {stage} once metas and helpers are "
         "substituted; split deep expressions with intermediate variables",
