@@ -213,7 +213,7 @@ class _State:
     accumulators: list = records.field(factory=list)
 
     def copy(self) -> "_State":
-        return _State(*(list(getattr(self, f)) for f in _FIELDS))
+        return _State(list(self.tma), list(self.cp_async), list(self.writes), list(self.accumulators))
 
     def join(self, before: "_State", *paths: "_State") -> None:
         """Pending after the paths: what was pending before survives only if
@@ -249,35 +249,36 @@ class _Flow:
         return state
 
     def stmt(self, s: ir.Stmt, state: _State) -> _State:
-        if isinstance(s, ir.If):
+        kind = type(s)  # (node classes have no subclasses)
+        if kind is ir.If:
             self.reads(s.cond, state)
             then = self.block(s.then, state.copy())
             orelse = self.block(s.orelse, state.copy())
             out = state.copy()
             out.join(state, then, orelse)
             return out
-        if isinstance(s, (ir.For, ir.While)):
-            for e in (s.cond,) if isinstance(s, ir.While) else (s.start, s.stop, s.step):
+        if kind is ir.For or kind is ir.While:
+            for e in (s.cond,) if kind is ir.While else (s.start, s.stop, s.step):
                 self.reads(e, state)
             inner = state.copy()
-            if isinstance(s, ir.For):
+            if kind is ir.For:
                 inner.forget(s.var)
             body = self.block(s.body, inner)
             out = state.copy()
             out.join(state, state, body)
             return out
-        if isinstance(s, ir.Assign):
+        if kind is ir.Assign:
             self.reads(s.value, state)
             for t in s.targets:
-                if isinstance(t, ir.Index):
+                if type(t) is ir.Index:
                     for i in t.indices:
                         self.reads(i, state)
                     if self.shared(t):
                         state.writes.append(_Pending(t, s.span))
-                elif isinstance(t, ir.Name):
+                elif type(t) is ir.Name:
                     state.forget(t.id)
             return state
-        if isinstance(s, ir.AugAssign):
+        if kind is ir.AugAssign:
             self.reads(s.value, state)
             if isinstance(s.target, ir.Index):
                 self.read(s.target, state, s.span)
@@ -286,7 +287,7 @@ class _Flow:
             elif isinstance(s.target, ir.Name):
                 state.forget(s.target.id)
             return state
-        if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call):
+        if kind is ir.ExprStmt and type(s.expr) is ir.Call:
             self.call(s.expr, state)
         return state
 
@@ -448,12 +449,12 @@ def _expect_tx(stmts, syms: KernelSymbols, found: list, calls: _OwnCalls) -> Non
                                             "span": None})
 
     for s in stmts:
-        for body in (getattr(s, "body", None), getattr(s, "then", None), getattr(s, "orelse", None)):
-            if isinstance(body, tuple):
-                _expect_tx(body, syms, found, calls)
-        if not isinstance(s, ir.ExprStmt) or not isinstance(s.expr, ir.Call):
+        kind = type(s)  # (node classes have no subclasses)
+        for field in visit.block_fields(kind):
+            _expect_tx(getattr(s, field), syms, found, calls)
+        if kind is not ir.ExprStmt or type(s.expr) is not ir.Call:
             for barrier in list(windows):
-                if isinstance(s, (ir.If, ir.For, ir.While)) and _touches(s, barrier, syms, calls):
+                if (kind is ir.If or kind is ir.For or kind is ir.While) and _touches(s, barrier, syms, calls):
                     window(barrier)["unknown"] = True
             continue
         call = s.expr
@@ -549,14 +550,15 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
         key = id(s)
         if key not in summaries:
             barriers, names = 0, set()
-            if isinstance(s, ir.Assign):
-                names |= {t.id for t in s.targets if isinstance(t, ir.Name)}
-            elif isinstance(s, ir.AugAssign) and isinstance(s.target, ir.Name):
+            kind = type(s)
+            if kind is ir.Assign:
+                names |= {t.id for t in s.targets if type(t) is ir.Name}
+            elif kind is ir.AugAssign and type(s.target) is ir.Name:
                 names.add(s.target.id)
-            elif isinstance(s, ir.For):
+            elif kind is ir.For:
                 names.add(s.var)
-            for child in visit.children(s):
-                if isinstance(child, ir.Stmt):
+            for field in visit.block_fields(kind):  # (statements are only in blocks)
+                for child in getattr(s, field):
                     inner_barriers, inner_names = statement_summary(child)
                     barriers += inner_barriers
                     names |= inner_names
@@ -583,13 +585,14 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
                 break
             if left > 0:
                 left -= statement_summary(s)[0]
-            if isinstance(s, ir.Assign):
+            kind = type(s)  # (node classes have no subclasses)
+            if kind is ir.Assign:
                 for t in s.targets:
-                    if isinstance(t, ir.Name):
+                    if type(t) is ir.Name:
                         env[t.id] = group(s.value, env)
-            elif isinstance(s, ir.AugAssign) and isinstance(s.target, ir.Name):
+            elif kind is ir.AugAssign and type(s.target) is ir.Name:
                 env[s.target.id] = min(env.get(s.target.id, _UNIFORM), group(s.value, env))
-            elif isinstance(s, ir.If):
+            elif kind is ir.If:
                 g = group(s.cond, env)
                 inner = guard if syncs(s.then) and syncs(s.orelse) else min(guard, g)
                 rest = need_env or left > 0  # whether what comes after reads the env
@@ -600,12 +603,12 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
                 for k in changed:
                     env[k] = min(then.get(k, _UNIFORM), orelse.get(k, _UNIFORM))
                 diverge(env, changed, g)
-            elif isinstance(s, (ir.For, ir.While)):
-                names = assigned(s.body) | ({s.var} if isinstance(s, ir.For) else set())
+            elif kind is ir.For or kind is ir.While:
+                names = assigned(s.body) | ({s.var} if kind is ir.For else set())
                 first = dict(env)
                 for _ in range(2):  # values assigned late in the body reach its start
                     g = (min(group(s.start, first), group(s.stop, first), group(s.step, first))
-                         if isinstance(s, ir.For) else group(s.cond, first))
+                         if kind is ir.For else group(s.cond, first))
                     diverge(first, names, g)
                     first = walk(s.body, first, min(guard, g), False)
                     for k in names:  # the only values the body changes
@@ -613,7 +616,7 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
                 if report and syncs(s.body):
                     walk(s.body, dict(first), min(guard, g), True, need_env=False)
                 env = first
-            elif report and isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call):
+            elif report and kind is ir.ExprStmt and type(s.expr) is ir.Call:
                 f = s.expr.func
                 need = block if f == "cuda.cta_sync" else min(128, block) if f == "cuda.warpgroup_sync" else 0
                 if need and guard < need:
