@@ -32,11 +32,15 @@ from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.layout import TileLayout, fuse_contiguous, storage_size
 from tilec.compiler.layout_axes import LayoutError, is_thread
 from tilec.compiler.symbols import Buffer, check_element
-from tilec.compiler.value_types import value_type_of_dtype
+from tilec.compiler.value_types import literal_type, value_type_of_dtype
 from tilec.passes.emit_ptx.expressions import imm_value, wrap
 from tilec.passes.emit_ptx.registers import Operand
 
 _SMALL = 1 << 31  # constant digits, strides and offsets below this fold as Python ints (`axis_offsets`)
+
+_ONLY_M = "m".__eq__
+"""The axes a register array's slot keeps (`axis_offsets`' `keep`): m only;
+str's own comparison, a predicate that costs no Python frame."""
 
 _SPACE = {"global": "global", "shared": "shared", "shared.dyn": "shared", "local": "local"}
 
@@ -49,6 +53,16 @@ def mem_type(dtype: str) -> str:
     if d.name in ("e4m3", "e5m2"):
         return "b8"
     return d.ptx
+
+
+def _element_key(e: ir.Index) -> Optional[tuple]:
+    """(buffer name, *indices) of an element at constant indices, else None."""
+    indices = e.indices
+    if type(e.base) is ir.Name:
+        values = [i.value for i in indices if type(i) is ir.Int]
+        if len(values) == len(indices):
+            return (e.base.id, *values)
+    return None
 
 
 @records.frozen
@@ -199,7 +213,11 @@ class Addressing:
         """i32 unless an index is 64-bit or the buffer holds 2**31 bytes or
         more (a buffer with runtime extents holds fewer than 2**31
         elements: the launch refuses a larger one)."""
-        wide = any(self.syms.type_of(i) in ("i64", "u64") for i in indices)
+        wide = False
+        for i in indices:  # (a constant index's type is its literal's: no node to type)
+            wide = (literal_type(i.value) if type(i) is ir.Int else self.syms.type_of(i)) in ("i64", "u64")
+            if wide:
+                break
         return "i64" if wide or not buf.runtime_dims and buf.nbytes >= 2**31 else "i32"
 
     def runtime_offset(self, buf: Buffer, indices: Sequence[ir.Expr], t: str) -> Operand:
@@ -302,14 +320,14 @@ class Addressing:
         Constant indices fold to an immediate and emit nothing, so that slot
         is kept per buffer: lowered kernels name the same register-array
         elements over and over (an accumulator in every wgmma, every cast)."""
-        key = None
-        if all(type(i) is ir.Int for i in indices):
-            key = (buf.name, tuple(i.value for i in indices))
+        values = [i.value for i in indices if type(i) is ir.Int]
+        key = (buf.name, *values) if len(values) == len(indices) else None
+        if key is not None:
             slot = self.const_slots.get(key)
             if slot is not None:
                 return slot
-        offs = self.axis_offsets(buf, indices, lambda axis: axis == "m", "i32")
-        slot = self.swizzled(offs.get("m", self.imm(0, "i32")), buf.tile_layout, "i32")
+        m = self.axis_offsets(buf, indices, _ONLY_M, "i32").get("m")
+        slot = self.swizzled(m if m is not None else self.imm(0, "i32"), buf.tile_layout, "i32")
         if key is not None:
             self.const_slots[key] = slot
         return slot
@@ -320,30 +338,41 @@ class Addressing:
         constant indices is the same register wherever it is named, so its
         `Ref` is kept (`register_refs`, by buffer name and indices, and
         `index_refs`, by the node: lowered IR shares an element's node
-        between the instructions naming it), with whether such an element
-        was typed (its type depends on the buffer and the number of indices
-        only), until a register array is declared again: a lowered GEMM
-        names each accumulator register in every instruction."""
+        between the instructions naming it), with the type a read gave it
+        (None before a read; its type depends on the buffer and the number
+        of indices only), until a register array is declared again: a
+        lowered GEMM names each accumulator register in every instruction."""
         hit = self.index_refs.get(id(e))
         if hit is not None and hit[0] is e and (hit[2] or not read):
             return hit[1]
-        key = None
-        indices = e.indices
-        if type(e.base) is ir.Name:
-            values = [i.value for i in indices if type(i) is ir.Int]
-            if len(values) == len(indices):
-                key = (e.base.id, *values)
-                kept = self.register_refs.get(key)
-                if kept is not None and (kept[1] or not read):
-                    self.index_refs[id(e)] = (e, *kept)
-                    return kept[0]
-        if read:
-            self.syms.type_of(e)
+        key = _element_key(e)
+        if key is not None:
+            kept = self.register_refs.get(key)
+            if kept is not None and (kept[1] or not read):
+                self.index_refs[id(e)] = (e, *kept)
+                return kept[0]
+        typed = self.syms.type_of(e) if read else None
         ref = self._element_ref(e)
         if key is not None and (ref.reg is not None or ref.word is not None):
-            self.register_refs[key] = (ref, read)
-            self.index_refs[id(e)] = (e, ref, read)
+            self.register_refs[key] = (ref, typed)
+            self.index_refs[id(e)] = (e, ref, typed)
         return ref
+
+    def read_type(self, e: ir.Expr) -> str:
+        """`type_of(e)`; for a register-array element read before (at the
+        same constant indices, by this node or another), the type its read
+        gave, kept with its `Ref` (`element_ref`): every instruction of a
+        lowered epilogue reads accumulator elements by nodes of its own."""
+        if type(e) is ir.Index:
+            hit = self.index_refs.get(id(e))
+            if hit is not None and hit[0] is e and hit[2]:
+                return hit[2]
+            key = _element_key(e)
+            kept = self.register_refs.get(key) if key is not None else None
+            if kept is not None and kept[1]:
+                self.index_refs[id(e)] = (e, *kept)
+                return kept[1]
+        return self.syms.type_of(e)
 
     def _element_ref(self, e: ir.Index) -> Ref:
         buf = self.syms.buffer_of(e)

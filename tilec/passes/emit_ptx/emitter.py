@@ -124,9 +124,9 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.reg_arrays: Dict[str, List[Operand]] = {}
         self.grouped = {}
         self.const_slots = {}
-        # (buffer name, *constant indices) -> (Ref of a register-array element, whether one was typed)
+        # (buffer name, *constant indices) -> (Ref of a register-array element, its read type or None)
         self.register_refs = {}
-        self.index_refs = {}  # id(Index node) -> (the node, Ref, typed), for the same elements
+        self.index_refs = {}  # id(Index node) -> (the node, Ref, read type or None), for the same elements
         self.register_lists = {}  # id(tuple node) -> (the node, its `regs` type, Operands), likewise
         self.intrinsic_rows: Dict[str, intrinsics.Intrinsic] = {}  # name -> its row, available on the target
         self.int_immediates: Dict[tuple, Operand] = {}  # (int, type) -> its immediate (`imm`)
@@ -136,9 +136,6 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.tid: Optional[Operand] = None
         self.local_in_memory = syms.runtime_indexed
         self.packed_arrays: Dict[str, List[Operand]] = {}
-        # node class -> this emitter's method for it (`value`, `stmt`: one look and a call per node)
-        self.value_methods = {kind: getattr(self, name) for kind, name in VALUE_OF.items()}
-        self.stmt_methods = {kind: getattr(self, name) for kind, name in _STMT_METHOD.items()}
 
     # ---- output ---------------------------------------------------------
 
@@ -268,7 +265,11 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             # the next instruction gets a .loc for this statement (see `line`)
             self.location = (s.span.file, s.span.line, s.span.col)
         try:
-            (self.stmt_methods.get(kind) or getattr(self, "_" + kind.__name__))(s)
+            method = self.stmt_functions.get(kind)
+            if method is None:
+                getattr(self, "_" + kind.__name__)(s)  # a class without a method: AttributeError
+            else:
+                method(self, s)
         except TilecError as err:  # one raised below without a location is about this statement
             raise err.with_span(s.span)
 
@@ -519,6 +520,11 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             )
         if buf.storage in self.bases:
             self.bases[buf.name] = self.bases[buf.storage]
+
+
+# node class -> the emitter's function for it (`Expressions.value`, `stmt`: one look and a call per node)
+KernelEmitter.value_functions = {kind: getattr(KernelEmitter, name) for kind, name in VALUE_OF.items()}
+KernelEmitter.stmt_functions = {kind: getattr(KernelEmitter, name) for kind, name in _STMT_METHOD.items()}
 
 
 def _param_ptx(dtype: str) -> str:

@@ -136,10 +136,10 @@ class Expressions:
     def value(self, e: ir.Expr, want: Optional[str] = None) -> Operand:
         """Evaluate `e`; with `want`, implicitly converted to that type (the
         conversion is one `value_types.assignable` allows, checked by callers)."""
-        how = self.value_methods.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
+        how = self.value_functions.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
         if how is None:
             return self.literal(e, want)
-        op = how(e)
+        op = how(self, e)
         if want is not None and op.type != want:
             op = self.convert(op, want, None, e.span)
         return op

@@ -203,7 +203,7 @@ class IntrinsicCalls:
     def checked_value(self, arg: ir.Expr, want: Optional[str], what: str) -> Operand:
         if want in (None, "any"):
             return self.value(arg)
-        t = self.syms.type_of(arg)
+        t = self.read_type(arg)
         if not assignable(t, want, arg):
             raise TilecError(f"{what} must be a {want}, got a {t} (use convert)", arg.span)
         return self.value(arg, want)
