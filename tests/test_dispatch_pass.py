@@ -2,13 +2,15 @@
 like (ordinary IR that prints and parses back, located at the call), how
 errors are located, and which conditions around a call count as leaving
 threads out."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from ptx_sim import Kernel
 from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
-from tilec.compiler.passmanager import Options
+from tilec.compiler.passmanager import Options, PassInstrumentation
 from tilec.pipeline import compile_source, pass_manager
 from tilec.compiler.printer import print_module
 from tilec.grammar.parser import parse
@@ -55,6 +57,41 @@ def test_lowered_ir_round_trips_and_is_located_at_the_call():
     assert parse(print_module(m), "again.tile") == m
     calls = [n for n in visit.walk(m) if isinstance(n, ir.Call) and n.func == "copy_vec"]
     assert calls and {c.span.line for c in calls} == {8, 11, 13}
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("example, target", [
+    ("hopper/hgemm_v7.tile", "sm_90a"),  # wgmma, cast, stmatrix, TMA
+    ("hopper/flash_attn_fwd.tile", "sm_90a"),  # register-A wgmma, reduce, map, fill
+    ("hopper/gemm_split_k.tile", "sm_90a"),
+    ("gemm_mma_16x8x16.tile", "sm_80"),  # mma.sync
+    ("softmax.tile", "sm_80"),  # reduce through shared memory, copies to registers
+    ("rmsnorm.tile", "sm_80"),
+    ("ampere/gemm_cp_async.tile", "sm_80"),
+    ("gemm_async_tcgen05.tile", "sm_100a"),  # tcgen05
+    ("hgemm_v4.tile", "sm_100a"),
+])
+def test_every_node_a_lowering_builds_is_located(example, target):
+    """Dispatch keeps a node a lowering built at the call's span with all
+    below it (`build.located`): that is sound only while lowerings build
+    such nodes of located parts, which this checks of every node in the
+    dispatched kernels that the program did not already have."""
+    path = EXAMPLES / example
+    seen = {}
+
+    class Before(PassInstrumentation):
+        def before_pass(self, p, module, ctx, position):
+            if p.name == "dispatch":
+                seen["ids"] = {id(n) for n in visit.walk(module)}
+                seen["module"] = module  # kept alive: its ids are not reused
+
+    m = compile_source(path.read_text(), str(path), target=target,
+                       options=Options(stop_after="dispatch", instrumentations=(Before(),))).module
+    built = [n for n in visit.walk(m) if id(n) not in seen["ids"]]
+    assert len(built) > 100
+    assert [n for n in built if n.span is None] == []
 
 
 def test_fresh_names_avoid_the_kernel_s_names():

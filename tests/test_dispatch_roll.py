@@ -41,4 +41,4 @@ def located(stmts) -> list:
 ])
 def test_roll_rows_writes_what_roll_writes(rows):
     stmts = [build(kind, values) for kind, values in rows]
-    assert located(roll_rows(ctx(), rows, build)) == located(roll(ctx(), stmts))
+    assert located(roll_rows(ctx(), rows, build, SPAN)) == located(roll(ctx(), stmts, SPAN))

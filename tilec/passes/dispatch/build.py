@@ -2,18 +2,19 @@
 indices goes through `add`/`mul`/`floordiv`/`mod`, which fold what they can
 (`(x * 8) // 4` is `x * 2`, `(x % 4) // 8` is 0), so the lowered IR reads
 like what an author would write; `copy_vec`, `assign` and `guarded` are the
-statements most lowerings end in.
+statements most lowerings end in.  `located` places what a lowering built
+at its call.
 """
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.affine import linear
 from tilec.compiler.fold import fold_expr
 from tilec.compiler.region import plus as add
 
-__all__ = ["add", "assign", "conj", "const", "copy_vec", "difference", "floordiv", "guarded", "mod", "mul"]
+__all__ = ["add", "assign", "conj", "const", "copy_vec", "difference", "floordiv", "guarded", "located", "mod", "mul"]
 
 
 def const(e: ir.Expr) -> Optional[int]:
@@ -85,3 +86,38 @@ def guarded(cond: Optional[ir.Expr], stmts: list) -> list:
     if cond is None or not stmts:
         return stmts
     return [ir.If(cond, tuple(stmts))]
+
+
+def located(node: ir.Node, span: Optional[ir.Span], memo: Optional[dict] = None) -> ir.Node:
+    """`node` with every node that has no source location placed at `span`,
+    the call being lowered: dispatch places each statement a lowering
+    returns, so that a later complaint about what it built points at the
+    primitive that produced it.
+
+    A node already at `span` (that very object) is kept with everything
+    below it: a lowering builds a node at its call's span only of located
+    parts (`register_element`'s elements, names and literals built at the
+    span, or what it placed with this function: address arithmetic from
+    `add`/`mul`, which fold into nodes without a location, or an operand
+    taken from the program), so the hundreds of elements and instructions
+    of a GEMM's statements need no walk; a node built without a span is
+    rebuilt at `span`, its children placed the same way.  `memo` (id ->
+    (node, result)) carries results between the statements of one call: a
+    lowering reuses subtrees, and each is rebuilt once."""
+    if span is None:
+        return node
+    if memo is None:
+        memo = {}
+
+    def fn(n):
+        at = n.span
+        if at is span:
+            return n
+        done = memo.get(id(n))
+        if done is not None:
+            return done[1]
+        new = visit.map_children(n, fn) if at is not None else visit.map_children(n, fn, span=span)
+        memo[id(n)] = (n, new)  # `n` kept alive so that its id is not reused
+        return new
+
+    return fn(node)

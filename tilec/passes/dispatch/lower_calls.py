@@ -16,13 +16,14 @@ from typing import Optional
 
 import attrs
 
-from tilec.compiler import ir, visit
+from tilec.compiler import ir
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
 from tilec.passes.dispatch import DispatchContext, NameGen, TileOp, select
+from tilec.passes.dispatch.build import located
 
 
 class Dispatch(Pass):
@@ -88,46 +89,6 @@ class _Kernel:
             selection = select(op, ctx)
         except TilecError as err:
             raise err.with_span(op.span)
-        located: dict = {}
-        return [_locate(s, op.span, located) for s in selection.stmts]
+        memo: dict = {}
+        return [located(s, op.span, memo) for s in selection.stmts]
 
-
-def _locate(node: ir.Node, span, located: dict) -> ir.Node:
-    """`node` with every node that has no source location placed at `span`.
-    `located` (id -> (node, result)) carries results between the statements
-    of one call: a lowering reuses subtrees (an accumulator's elements in
-    every instruction), and each is rebuilt once."""
-    if span is None:
-        return node
-
-    def fn(n):
-        if n.span is not None:
-            cls = type(n)
-            if cls in _LEAVES or cls is ir.Index and _located_element(n):
-                return n  # nothing below it to place
-        done = located.get(id(n))
-        if done is not None:
-            return done[1]
-        new = visit.map_children(n, fn) if n.span is not None else visit.map_children(n, fn, span=span)
-        located[id(n)] = (n, new)  # `n` kept alive so that its id is not reused
-        return new
-
-    return fn(node)
-
-
-_LEAVES = frozenset({ir.Int, ir.Name})
-"""Node classes with no child nodes, the bulk of what a lowering builds
-(register indices, buffer names): `_locate` keeps one that is located
-without the memo and the generic rebuild."""
-
-
-def _located_element(e: ir.Index) -> bool:
-    """Whether `e`'s buffer and indices are located leaves: a register
-    element built at the call (`register_storage.register_element`), kept
-    as it is like a located leaf."""
-    if e.base.span is None or type(e.base) not in _LEAVES:
-        return False
-    for i in e.indices:
-        if i.span is None or type(i) not in _LEAVES:
-            return False
-    return True

@@ -61,7 +61,7 @@ class Storage:
     those digits hold the same elements.
 
     `answers` keeps what has been worked out from the storage (`slot_of`,
-    `_held_slots`, `register_pairs`' thread check, the wgmma fragment
+    `held_slots`, `register_pairs`' thread check, the wgmma fragment
     check): a kernel has one
     `Storage` per buffer (`storage`), asked again by every call naming the
     buffer."""
@@ -250,7 +250,7 @@ def register_element(buf: Buffer, coord: Sequence[int], span: Optional[ir.Span] 
     locates a register-array element by the `m` part of its layout alone.
 
     A lowering passes its call's `span`: dispatch places every node a
-    lowering builds at the call (`lower_calls._locate`), and these element
+    lowering builds at the call (`build.located`), and these element
     names, by the hundred in a GEMM's casts and copies, then need no
     rebuilding there.  Located elements are built once per call and span
     (`_made_at`), and their leaves (the buffer's name, each index) are
@@ -315,7 +315,7 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
     """The elements of register region `reg` each thread holds, by slot.
     `Decline` when whether a slot's element is in the region depends on the
     thread (a region that cuts through the thread pattern)."""
-    held = _held_slots(reg, st)
+    held = held_slots(reg, st)
     shift = st.offset_exprs(axes)
     dims = reg.dims
     index: dict = {}  # (base, dim) -> base + the thread's shift: a few values per dim, shared by many slots
@@ -331,11 +331,11 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
     return out
 
 
-def _held_slots(reg: Region, st: Storage) -> tuple:
+def held_slots(reg: Region, st: Storage) -> tuple:
     """`held_elements` as (slot, coord, base) triples, without the index
-    expressions (which `register_pairs`, naming thread-0 registers, never
-    reads: building them was most of its time); kept with `st` per region
-    bounds (a `Decline` is not kept)."""
+    expressions (which `register_pairs` and a register fill, naming
+    thread-0 registers, never read: building them was most of their time);
+    kept with `st` per region bounds (a `Decline` is not kept)."""
     starts = reg.const_starts()
     if starts is None:
         raise Decline(f"the region of register buffer '{reg.name}' must have compile-time bounds")
@@ -422,7 +422,7 @@ def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
     pairs = []
     axis_exprs(ss, threads)  # `Decline` where the kernel declares no id that gives a position ss uses
     dims = dst.dims
-    for _, coord, base in _held_slots(src, ss):
+    for _, coord, base in held_slots(src, ss):
         cd = list(dstarts)
         for d, b in zip(dims, base):
             cd[d] += b

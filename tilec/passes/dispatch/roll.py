@@ -4,7 +4,7 @@ from __future__ import annotations
 import attrs
 
 from tilec.compiler import ir, visit
-from tilec.passes.dispatch.build import add, mul
+from tilec.passes.dispatch.build import add, located, mul
 from tilec.passes.dispatch.registry import DispatchContext
 
 
@@ -60,16 +60,16 @@ def _shape(node: ir.Node, ints: list) -> tuple:
     return tuple(key)
 
 
-def _template(stmt: ir.Stmt, var: ir.Name, first: list, step: list) -> ir.Stmt:
+def _template(stmt: ir.Stmt, var: ir.Name, first: list, step: list, span) -> ir.Stmt:
     """`stmt` (the first of a run) with every integer that changes along the
-    run written as `first + var * step`."""
+    run written as `first + var * step`, placed at `span` (`_moving`)."""
     values = iter(zip(first, step))
 
     def fn(n):
         if not isinstance(n, ir.Int):
             return n
         v, d = next(values)
-        return n if d == 0 else add(mul(var, d), v)
+        return n if d == 0 else _moving(var, d, v, span)
 
     return _rewrite_preorder(stmt, fn)
 
@@ -81,10 +81,18 @@ def _rewrite_preorder(node: ir.Node, fn) -> ir.Node:
     return visit.map_children(node, lambda child: _rewrite_preorder(child, fn))
 
 
-def roll(ctx: DispatchContext, stmts: list, shortest: int = 3) -> list:
+def _moving(var: ir.Name, step: int, first: int, span) -> ir.Expr:
+    """`first + var * step`, folded, at `span`: the call's, where it
+    replaces an integer of a statement built there (`located` keeps such a
+    statement as it is)."""
+    return located(add(mul(var, step), first), span)
+
+
+def roll(ctx: DispatchContext, stmts: list, span, shortest: int = 3) -> list:
     """`stmts` with every run of `shortest` or more statements that differ
     only in integers, each changing by a fixed step, written as one `unroll`
-    loop -- what an author would write; the unroll pass expands it again."""
+    loop -- what an author would write; the unroll pass expands it again.
+    `span` is the call's, the lowering's statements being built there."""
     ints = [[] for _ in stmts]
     shapes = [_shape(s, found) for s, found in zip(stmts, ints)]
     out = []
@@ -93,12 +101,12 @@ def roll(ctx: DispatchContext, stmts: list, shortest: int = 3) -> list:
             out.append(stmts[i])
         else:
             var = ctx.fresh("j")
-            body = _template(stmts[i], ir.Name(var), ints[i], step)
+            body = _template(stmts[i], ir.Name(var), ints[i], step, span)
             out.append(ir.For(var, "unroll", ir.Int(0), ir.Int(j - i), ir.Int(1), (body,)))
     return out
 
 
-def roll_rows(ctx: DispatchContext, rows: list, build, shortest: int = 3) -> list:
+def roll_rows(ctx: DispatchContext, rows: list, build, span, shortest: int = 3) -> list:
     """`roll` of the statements `build(kind, values)` makes from `rows` of
     (kind, integers), without building and keying each statement first: a
     lowering that writes one statement per register element (a cast's
@@ -116,7 +124,7 @@ def roll_rows(ctx: DispatchContext, rows: list, build, shortest: int = 3) -> lis
             out.append(build(kinds[i], ints[i]))
         else:
             var = ir.Name(ctx.fresh("j"))
-            values = [v if d == 0 else add(mul(var, d), v) for v, d in zip(ints[i], step)]
+            values = [v if d == 0 else _moving(var, d, v, span) for v, d in zip(ints[i], step)]
             out.append(ir.For(var.id, "unroll", ir.Int(0), ir.Int(j - i), ir.Int(1), (build(kinds[i], values),)))
     return out
 

@@ -90,4 +90,4 @@ def lower(op, ctx):
         s0, s1 = element(src.buffer, values[2 * nd:2 * nd + ns]), element(src.buffer, values[2 * nd + ns:])
         return ir.ExprStmt(ir.Call(kind, (d0, d1, s0, s1), span=span), span=span)
 
-    return guarded(st.guard(threads, axis_exprs(st, threads)), roll_rows(ctx, rows, build))
+    return guarded(st.guard(threads, axis_exprs(st, threads)), roll_rows(ctx, rows, build, span))

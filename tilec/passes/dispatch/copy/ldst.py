@@ -158,7 +158,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
         if inside is not None and oob == "zero":
             stmts += _zeroed(reg.buffer, h, v, by_slot, inside)
     writer = None if to_registers else st.first_copy(axes)
-    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts))
+    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts, op.span))
 
 
 def _edge_tests(mem: Region, divisors: Divisors):
@@ -212,4 +212,4 @@ def registers_to_registers(op, ctx, dst: Region, src: Region) -> list:
         assign(register_element(dst.buffer, cd, op.span), register_element(src.buffer, cs, op.span))
         for cd, cs in pairs
     ]
-    return guarded(st.guard(threads, axis_exprs(st, threads)), roll(ctx, stmts))
+    return guarded(st.guard(threads, axis_exprs(st, threads)), roll(ctx, stmts, op.span))

@@ -27,7 +27,7 @@ from tilec.compiler import ir
 from tilec.passes.dispatch import Decline, predicate, register
 from tilec.passes.dispatch.copy.operands import copy_operands
 from tilec.passes.dispatch.wgmma_fragment import MMA_M, WHOLE_WARPGROUP, fragment_elements
-from tilec.passes.dispatch.build import add, floordiv, mod, mul
+from tilec.passes.dispatch.build import add, floordiv, located, mod, mul
 from tilec.passes.dispatch.per_kernel import last_kernel
 from tilec.passes.dispatch.threads import Threads
 from tilec.passes.dispatch.vectors import Divisors, vector_ok
@@ -79,12 +79,18 @@ def lower(op, ctx) -> List[ir.Stmt]:
             f"the rows of '{smem.name}' are not contiguous, 16-byte aligned runs of 8 elements along its last dim"
         )
     threads = Threads(ctx.symbols)
-    values = fragment_elements(frag, threads, [(MMA_M * i, 0) for i in range(rows // MMA_M)], cols, "the fragment", op.span)
+    span = op.span
+    values = fragment_elements(frag, threads, [(MMA_M * i, 0) for i in range(rows // MMA_M)], cols, "the fragment", span)
+    # built at the call: the lane's address arithmetic, the kernel's (`_lane_origins`), placed there once per call
+    memo: dict = {}
+    name = ir.Name(smem.name, span=span)
     stmts = []
     for i, j, num, row, col, kwargs in _lane_origins(threads, rows, cols):
-        addr = ir.Method(ir.Name(smem.name), "ptr_to", (ir.ListExpr(smem.coordinate([row, col])),))
-        regs = ir.TupleExpr(tuple(values[i][4 * j: 4 * j + 2 * num]))
-        stmts.append(ir.ExprStmt(ir.Call("ptx.stmatrix", (regs, addr), kwargs)))
+        coord = tuple(located(c, span, memo) for c in smem.coordinate([row, col]))
+        addr = ir.Method(name, "ptr_to", (ir.ListExpr(coord, span=span),), span=span)
+        regs = ir.TupleExpr(tuple(values[i][4 * j: 4 * j + 2 * num]), span=span)
+        kwargs = tuple(located(k, span, memo) for k in kwargs)
+        stmts.append(ir.ExprStmt(ir.Call("ptx.stmatrix", (regs, addr), kwargs, span=span), span=span))
     return stmts
 
 

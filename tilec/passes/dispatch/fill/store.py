@@ -14,12 +14,12 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.value_types import assignable, value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, predicate, register
-from tilec.passes.dispatch.build import assign, guarded
+from tilec.passes.dispatch.build import assign, guarded, located
 from tilec.passes.dispatch.operands import bind, region
 from tilec.passes.dispatch.register_storage import (
     axis_exprs,
     check_scope,
-    held_elements,
+    held_slots,
     register_element,
     scalar_elements,
     storage,
@@ -77,7 +77,8 @@ def lower(op, ctx):
         st = storage(dst.buffer, threads, replicated=True)  # each copy is set alike
         check_scope(st, scope, threads, "register buffer")
         axes = axis_exprs(st, threads)
-        stmts = [assign(register_element(dst.buffer, h.coord, op.span), value, op.span) for h in held_elements(dst, st, axes)]
-        return guarded(st.guard(threads, axes), roll(ctx, stmts))
+        value = located(value, op.span)
+        stmts = [assign(register_element(dst.buffer, coord, op.span), value, op.span) for _, coord, _ in held_slots(dst, st)]
+        return guarded(st.guard(threads, axes), roll(ctx, stmts, op.span))
     tid = threads.require(threads.index(scope), f"each thread's position in its {scope}")
     return spread(ctx, threads.size(scope), tid, dst.shape, 1, lambda index: [assign(dst.element(index), value)])

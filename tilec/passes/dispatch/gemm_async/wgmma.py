@@ -73,6 +73,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.mma_desc import wgmma_accumulators, wgmma_mma_k
 from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import located
 from tilec.passes.dispatch.operands import region
 from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.threads import Threads
@@ -276,13 +277,13 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         a = shared_operand(o.A, o.trans_a, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
                            (MMA_M, k_inst), divisors, "A")
         a_desc = ctx.fresh("wgmma_desc_a")
-        stmts.append(_assign(a_desc, a.descriptor(), span))
+        stmts.append(_assign(a_desc, located(a.descriptor(), span), span))
     b_desc = ctx.fresh("wgmma_desc_b")
-    stmts.append(_assign(b_desc, b.descriptor(), span))
+    stmts.append(_assign(b_desc, located(b.descriptor(), span), span))
     scale = o.accum
     if not isinstance(scale, ir.Bool):
         name = ctx.fresh("wgmma_accum")
-        stmts.append(_assign(name, scale, span))
+        stmts.append(_assign(name, located(scale, span), span))
         scale = ir.Name(name, span=span)
     kwargs = (ir.Keyword("dtype", ir.DTypeLit(a_t, span=span), span=span),)
     if o.B.dtype != a_t:
@@ -346,6 +347,7 @@ def _n_ok(n: int, dtype: str) -> bool:
 
 
 def _assign(name: str, value: ir.Expr, span) -> ir.Stmt:
+    """`name = value` at `span`, of a located `value` (`located`)."""
     return ir.Assign((ir.Name(name, span=span),), value, span=span)
 
 

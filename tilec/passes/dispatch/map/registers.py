@@ -134,7 +134,7 @@ def lower(op, ctx):
         if not assignable(syms.type_of(computed), want, computed):
             computed = ir.Call("convert", (computed, ir.DTypeLit(want)))
         stmts.append(assign(register_element(dst.buffer, h.coord, op.span), computed))
-    return guarded(sd.guard(threads, axis_exprs(sd, threads)), roll(ctx, stmts))
+    return guarded(sd.guard(threads, axis_exprs(sd, threads)), roll(ctx, stmts, op.span))
 
 
 def _substitute(value: ir.Expr, elems: Dict[int, ir.Expr]) -> ir.Expr:

@@ -78,6 +78,7 @@ class Reduction:
     lane_terms: tuple  # register_storage.Term on laneid along the reduced dims
     src_storage: Storage
     scratch: Optional[ir.Expr]
+    span: Optional[ir.Span]  # the call's, where the lowering builds
 
     @property
     def partials(self) -> int:
@@ -183,6 +184,7 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
         tuple(lane_terms),
         ss,
         bind(op)["scratch"],
+        op.span,
     )
 
 
@@ -272,7 +274,7 @@ def lower(r: Reduction, ctx: DispatchContext, lanes=butterfly) -> List[ir.Stmt]:
     if crosses or r.accum:
         for row, t in zip(r.rows, temps):
             stmts.append(ir.Assign((row.dst,), combine(r.op, row.dst, t) if r.accum else t))
-    return roll(ctx, stmts)
+    return roll(ctx, stmts, r.span)
 
 
 def _as(value: ir.Expr, dtype: str, syms) -> ir.Expr:
