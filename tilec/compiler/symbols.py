@@ -281,6 +281,14 @@ class KernelSymbols:
         self._bound[id(call)] = (call, bound)  # the call kept so that its id stays its own
         return bound
 
+    def names_in_use(self, module: ir.Module) -> set:
+        """Every name the kernel binds or reads, without a walk: each is a
+        symbol of this analysis, a const or helper of `module`, or a
+        predefined constant (what `visit.identifiers(kernel, module=module)`
+        collects, and a few predefined names more); what the fresh names
+        of a pass that rewrites the kernel avoid (`visit.NameGen`)."""
+        return {*self.symbols, *PREDEFINED, *(c.name for c in module.consts), *(h.name for h in module.helpers)}
+
     def carried(self, kernel: ir.Kernel, tensormaps: Tuple[ir.TensorMap, ...] = ()) -> "KernelSymbols":
         """This analysis as that of `kernel`: this one's kernel with the
         statements `tensormaps` added at the top of its body (`Analyses.carry`

@@ -37,7 +37,7 @@ import attrs
 from tilec.compiler import records
 from tilec.compiler import ir, runtime_dims, visit
 from tilec.compiler.affine import to_expr
-from tilec.compiler.builtins import PREDEFINED, tile_primitive
+from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import row_major
 from tilec.compiler.passmanager import Pass, PassContext
@@ -72,11 +72,7 @@ class _KernelPlanner:
         self.kernel = kernel
         self.target = target
         self.syms = syms
-        # every name the kernel binds or reads is a symbol of its analysis, a const or helper of the
-        # module, or a predefined constant: what `NameGen.avoiding` would read, without a walk
-        self.names = NameGen(
-            {*syms.symbols, *PREDEFINED, *(c.name for c in module.consts), *(h.name for h in module.helpers)}
-        )
+        self.names = NameGen(syms.names_in_use(module))  # what `NameGen.avoiding` would read, without a walk
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
         self.planned: dict = {}  # (tensor, dtype, descriptor fields) -> the name `tensormap` gave it
         self.new: list = []

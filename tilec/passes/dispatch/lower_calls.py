@@ -39,7 +39,7 @@ def dispatch_module(module: ir.Module, target: Target, analyses: Optional[Analys
     kernels = []
     for k in module.kernels:
         syms = (analyses or Analyses()).of(k, module, target)  # the compile's, kept by plan-tma
-        lowering = _Kernel(target, syms, NameGen.avoiding(k, module))
+        lowering = _Kernel(target, syms, NameGen(syms.names_in_use(module)))  # (no walk of the kernel)
         kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
     return attrs.evolve(module, kernels=tuple(kernels))
 

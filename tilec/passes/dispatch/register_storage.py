@@ -12,7 +12,7 @@ region and against each other.
 from __future__ import annotations
 
 import itertools
-from typing import Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 from tilec.compiler import records
 from tilec.compiler import ir
@@ -61,8 +61,8 @@ class Storage:
     those digits hold the same elements.
 
     `answers` keeps what has been worked out from the storage (`slot_of`,
-    `held_slots`, `register_pairs`' thread check, the wgmma fragment
-    check): a kernel has one
+    `held_slots`, `register_pairs`' thread check and pairs, the wgmma
+    fragment check and coordinates): a kernel has one
     `Storage` per buffer (`storage`), asked again by every call naming the
     buffer."""
 
@@ -252,28 +252,42 @@ def register_element(buf: Buffer, coord: Sequence[int], span: Optional[ir.Span] 
     A lowering passes its call's `span`: dispatch places every node a
     lowering builds at the call (`build.located`), and these element
     names, by the hundred in a GEMM's casts and copies, then need no
-    rebuilding there.  Located elements are built once per call and span
+    rebuilding there (`register_elements`)."""
+    if span is None:
+        return ir.Index(ir.Name(buf.name), tuple([ir.Int(c) for c in coord]))
+    return register_elements(buf, span)(coord)
+
+
+def register_elements(buf: Buffer, span: Optional[ir.Span]) -> Callable[[Sequence[int]], ir.Index]:
+    """`register_element(buf, coord, span)` as a function of `coord`, for
+    a lowering that names many elements of one buffer (a cast, a
+    fragment).  Located elements are built once per call and span
     (`_made_at`), and their leaves (the buffer's name, each index) are
     shared: the IR is immutable, and a cast of 64 elements names two
     buffers and a few distinct indices."""
     if span is None:
-        return ir.Index(ir.Name(buf.name), tuple([ir.Int(c) for c in coord]))
+        return lambda coord: register_element(buf, coord)
     made = _made_at(span)
-    key = (buf.name, tuple(coord))
-    elem = made.get(key)
-    if elem is None:
-        leaf = made.get
-        name = leaf(buf.name)
-        if name is None:
-            name = made[buf.name] = ir.Name(buf.name, span=span)
-        indices = []
-        for c in coord:
-            i = leaf(c)
-            if i is None:
-                i = made[c] = ir.Int(c, span=span)
-            indices.append(i)
-        elem = made[key] = ir.Index(name, tuple(indices), span=span)
-    return elem
+    leaf = made.get
+    buf_name = buf.name
+    name = leaf(buf_name)
+    if name is None:
+        name = made[buf_name] = ir.Name(buf_name, span=span)
+
+    def element(coord: Sequence[int]) -> ir.Index:
+        key = (buf_name, tuple(coord))
+        elem = leaf(key)
+        if elem is None:
+            indices = []
+            for c in coord:
+                i = leaf(c)
+                if i is None:
+                    i = made[c] = ir.Int(c, span=span)
+                indices.append(i)
+            elem = made[key] = ir.Index(name, tuple(indices), span=span)
+        return elem
+
+    return element
 
 
 _MADE = [None, {}]
@@ -316,19 +330,29 @@ def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
     `Decline` when whether a slot's element is in the region depends on the
     thread (a region that cuts through the thread pattern)."""
     held = held_slots(reg, st)
+    index = region_index(reg, st, axes)
+    return [Held(s, c, index(base), base) for s, c, base in held]
+
+
+def region_index(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> Callable[[tuple], tuple]:
+    """The region index (expressions of the running thread's position
+    `axes`, one per region dim) of the element a slot holds, as a function
+    of its index in thread 0 (`held_slots`' base): `held_elements`'
+    indices, for a lowering that needs only some of them."""
     shift = st.offset_exprs(axes)
     dims = reg.dims
-    index: dict = {}  # (base, dim) -> base + the thread's shift: a few values per dim, shared by many slots
-    out = []
-    for s, c, base in held:
+    made: dict = {}  # (base, dim) -> base + the thread's shift: a few values per dim, shared by many slots
+
+    def index(base: tuple) -> tuple:
         parts = []
         for b, d in zip(base, dims):
-            e = index.get((b, d))
+            e = made.get((b, d))
             if e is None:
-                e = index[(b, d)] = add(ir.Int(b), shift[d])
+                e = made[(b, d)] = add(ir.Int(b), shift[d])
             parts.append(e)
-        out.append(Held(s, c, tuple(parts), base))
-    return out
+        return tuple(parts)
+
+    return index
 
 
 def held_slots(reg: Region, st: Storage) -> tuple:
@@ -352,19 +376,23 @@ def _find_held_slots(reg: Region, st: Storage, starts: tuple) -> tuple:
         reach[t.dim] += (t.extent - 1) * t.inner
     out = []
     extents, dims = reg.extents, reg.dims
+    bounds = list(zip(reach, starts, extents))
     for s, c in enumerate(st.slots):
         if c is None:
             continue
-        inside = [a <= lo and lo + r < a + e for lo, r, a, e in zip(c, reach, starts, extents)]
-        outside = [lo + r < a or lo >= a + e for lo, r, a, e in zip(c, reach, starts, extents)]
-        if any(outside):
-            continue
-        if not all(inside):
-            raise Decline(
-                f"region '{print_expr(reg.expr)}' splits the elements of register slot {s} "
-                "between threads; copy whole fragments"
-            )
-        out.append((s, c, tuple(c[d] - starts[d] for d in dims)))
+        inside = True  # in every thread, each dim of the slot's element lies in the region
+        for lo, (r, a, e) in zip(c, bounds):
+            if lo + r < a or lo >= a + e:
+                break  # outside the region in every thread: not held
+            if not (a <= lo and lo + r < a + e):
+                inside = False
+        else:
+            if not inside:
+                raise Decline(
+                    f"region '{print_expr(reg.expr)}' splits the elements of register slot {s} "
+                    "between threads; copy whole fragments"
+                )
+            out.append((s, c, tuple(c[d] - starts[d] for d in dims)))
     return tuple(out)
 
 
@@ -395,7 +423,7 @@ def _follows(follower: Storage, leader: Storage, project) -> bool:
 
 
 def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
-    """For a register-to-register operation: ([(dst coord, src coord)],
+    """For a register-to-register operation: (((dst coord, src coord), ...),
     storage of src) where each pair names, by thread-0 coordinates, the
     registers that correspond in every thread.  They do when both layouts
     move a thread's elements by the same shift (then thread 0's
@@ -418,18 +446,30 @@ def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
             f"'{dst.name}' and '{src.name}' spread their elements over different threads; "
             "a register copy cannot move elements between threads"
         )
+    axis_exprs(ss, threads)  # `Decline` where the kernel declares no id that gives a position ss uses
+    held = held_slots(src, ss)
+    key = ("pairs", id(sd), dstarts, dst.dims, id(held))  # (`held` is kept in ss.answers: its id stays its)
+    found = ss.answers.get(key)
+    if found is None:
+        found = ss.answers[key] = (sd, _pairs(dst, src, sd, dstarts, held))
+    return found[1], ss
+
+
+def _pairs(dst: Region, src: Region, sd: Storage, dstarts: tuple, held: tuple) -> tuple:
+    """`register_pairs`' pairs, or `Decline`: the same for every call
+    between the same regions of the same buffers (an epilogue's cast of
+    each column block), so kept with the source's storage."""
     slot_of = sd.slot_of()
     pairs = []
-    axis_exprs(ss, threads)  # `Decline` where the kernel declares no id that gives a position ss uses
     dims = dst.dims
-    for _, coord, base in held_slots(src, ss):
+    for _, coord, base in held:
         cd = list(dstarts)
         for d, b in zip(dims, base):
             cd[d] += b
         if tuple(cd) not in slot_of:
             raise Decline(f"thread 0 holds {src.name}{list(coord)} but not {dst.name}{cd}; the layouts do not match")
         pairs.append((tuple(cd), coord))
-    return pairs, ss
+    return tuple(pairs)
 
 
 def _moved(shift: tuple, src: Region, dst: Region) -> tuple:

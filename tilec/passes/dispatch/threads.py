@@ -127,31 +127,52 @@ def _id_strides(syms: KernelSymbols) -> Dict[str, int]:
         for i in syms.launch.ids
         if LAUNCH_AXES[i.builtin].stride is not None
     }
-    assigns = [n for n in statements(syms.kernel) if isinstance(n, (ir.Assign, ir.AugAssign))]
+    # per assignment: the names it sets and what its value's stride reads (`_reads`), found
+    # once; the rounds until nothing changes then look at those, not at the values again
+    flows = []
+    for a in statements(syms.kernel):
+        if isinstance(a, (ir.Assign, ir.AugAssign)):
+            names, elected = _reads(a.value)
+            targets = a.targets if isinstance(a, ir.Assign) else (a.target,)
+            set_ = [item.id for t in targets for item in (t.items if isinstance(t, ir.TupleExpr) else (t,))
+                    if isinstance(item, ir.Name)]
+            if set_ and (names or elected):
+                flows.append((names, elected, set_))
     changed = True
     while changed:
         changed = False
-        for a in assigns:
-            s = expr_stride(a.value, strides)
+        for names, elected, set_ in flows:
+            s = _stride(names, elected, strides)
             if s is None:
                 continue
-            targets = a.targets if isinstance(a, ir.Assign) else (a.target,)
-            for t in targets:
-                for item in (t.items if isinstance(t, ir.TupleExpr) else (t,)):
-                    if isinstance(item, ir.Name) and s < strides.get(item.id, 1 << 30):
-                        strides[item.id] = s
-                        changed = True
+            for name in set_:
+                if s < strides.get(name, 1 << 30):
+                    strides[name] = s
+                    changed = True
     return strides
 
 
-def expr_stride(e: ir.Expr, strides: Dict[str, int]) -> Optional[int]:
-    found = []
+def _reads(e: ir.Expr) -> tuple:
+    """(the names `e` reads, in walk order, whether it calls ptx.elect_sync):
+    what `expr_stride` looks at."""
+    names, elected = [], False
     for n in visit.walk(e):
         if isinstance(n, ir.Name):
-            if n.id in strides:
-                found.append(strides[n.id])
+            names.append(n.id)
         elif isinstance(n, ir.Call) and n.func == "ptx.elect_sync":
-            found.append(1)
+            elected = True
+    return names, elected
+
+
+def expr_stride(e: ir.Expr, strides: Dict[str, int]) -> Optional[int]:
+    """The finest thread stride `e` depends on, or None (no thread id)."""
+    return _stride(*_reads(e), strides)
+
+
+def _stride(names: list, elected: bool, strides: Dict[str, int]) -> Optional[int]:
+    found = [strides[n] for n in names if n in strides]
+    if elected:
+        found.append(1)  # one elected lane
     return min(found) if found else None
 
 

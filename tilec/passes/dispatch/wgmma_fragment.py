@@ -13,7 +13,7 @@ from tilec.compiler import ir
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
-from tilec.passes.dispatch.register_storage import Storage, register_element, storage
+from tilec.passes.dispatch.register_storage import Storage, register_elements, storage
 from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
 
@@ -78,6 +78,22 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, spa
             f"layout (e.g. S[(4, 2, 8, N/8, 4, 2) : (32@tid_in_wg, 2, 4@tid_in_wg, 4, 1@tid_in_wg, 1)]), "
             f"got {layout}"
         )
+    key = ("fragment", starts, tuple(tiles), n, per, packed)
+    coords = st.answers.get(key)
+    if coords is None:
+        coords = st.answers[key] = _fragment_coords(r, st, starts, tiles, n, what, per, packed)
+    element = register_elements(r.buffer, span)
+    return [[element(c) for c in tile] for tile in coords]
+
+
+def _fragment_coords(r: Region, st: Storage, starts: tuple, tiles, n: int, what: str, per: int,
+                     packed: bool) -> tuple:
+    """`fragment_elements` as the thread-0 coordinates of the elements, or
+    `Decline`: a property of the region and the buffer's layout, the same
+    for every call naming them (an accumulator's wgmma at each K step of a
+    loop, its stmatrix copies), so kept with the storage
+    (`Storage.answers`; a `Decline` is not kept)."""
+    layout = r.buffer.tile_layout
     slot_of = st.slot_of()
     # Thread t holds in each register thread 0's element moved by shift[t];
     # the hardware puts each value of thread t at thread 0's moved by
@@ -110,9 +126,9 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, spa
                     f"{what} '{r.name}' is not in the wgmma fragment layout: thread {bad} must hold "
                     f"element {want} in its register {slot}, the layout {layout} puts {got} there"
                 )
-            elems.append(register_element(r.buffer, first, span))
-        out.append(elems)
-    return out
+            elems.append(first)
+        out.append(tuple(elems))
+    return tuple(out)
 
 
 def _misplacing_thread(st: Storage, per: int) -> Optional[int]:

@@ -17,7 +17,7 @@ from tilec.passes.dispatch.operands import bind, region, same_shape
 from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.register_storage import (
     axis_exprs,
-    register_element,
+    register_elements,
     register_pairs,
     scalar_elements,
 )
@@ -73,21 +73,23 @@ def lower(op, ctx):
         rest = pairs[len(pairs) - len(pairs) % 2:]
     rows += [("convert", cd + cs) for cd, cs in rest]
     nd, ns = len(dst.buffer.shape), len(src.buffer.shape)
+    registers = {b.name: register_elements(b, span) for b in (dst.buffer, src.buffer)}
 
-    def element(buf, values):
-        if all(isinstance(v, int) for v in values):
-            return register_element(buf, values, span)
+    def element(buf, values, fixed: bool):
+        if fixed:
+            return registers[buf.name](values)
         # in a rolled loop's body: an index that moves with the loop variable
         return ir.Index(ir.Name(buf.name, span=span),
                         tuple(ir.Int(v, span=span) if isinstance(v, int) else v for v in values), span=span)
 
     def build(kind, values):
+        fixed = all(type(v) is int for v in values)
         if kind == "convert":
-            d, s = element(dst.buffer, values[:nd]), element(src.buffer, values[nd:])
+            d, s = element(dst.buffer, values[:nd], fixed), element(src.buffer, values[nd:], fixed)
             value = s if dst.dtype == src.dtype else ir.Call("convert", (s, ir.DTypeLit(dst.dtype, span=span)), span=span)
             return assign(d, value, span)
-        d0, d1 = element(dst.buffer, values[:nd]), element(dst.buffer, values[nd:2 * nd])
-        s0, s1 = element(src.buffer, values[2 * nd:2 * nd + ns]), element(src.buffer, values[2 * nd + ns:])
+        d0, d1 = element(dst.buffer, values[:nd], fixed), element(dst.buffer, values[nd:2 * nd], fixed)
+        s0, s1 = element(src.buffer, values[2 * nd:2 * nd + ns], fixed), element(src.buffer, values[2 * nd + ns:], fixed)
         return ir.ExprStmt(ir.Call(kind, (d0, d1, s0, s1), span=span), span=span)
 
     return guarded(st.guard(threads, axis_exprs(st, threads)), roll_rows(ctx, rows, build, span))

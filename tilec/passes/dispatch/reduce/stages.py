@@ -43,8 +43,9 @@ from tilec.passes.dispatch.register_storage import (
     Storage,
     axis_exprs,
     follows,
-    held_elements,
-    register_element,
+    held_slots,
+    region_index,
+    register_elements,
     scalar_elements,
     storage,
 )
@@ -145,10 +146,12 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
     if not follows(sd, ss, project, ("rows", tuple(dst.dims), tuple(kept), len(dst.extents))):
         raise Decline(f"'{dst.name}' does not hold, in every thread, the results of the rows that thread reduces; {hint}")
     slot_of = sd.slot_of()
-    groups: dict = {}
-    for h in held_elements(src, ss, axis_exprs(ss, threads)):
-        key = tuple(b for b, d in zip(h.base, src.dims) if d not in axes)
-        groups.setdefault(key, (h, []))[1].append(register_element(src.buffer, h.coord, op.span))
+    index = region_index(src, ss, axis_exprs(ss, threads))
+    src_element, dst_element = register_elements(src.buffer, op.span), register_elements(dst.buffer, op.span)
+    groups: dict = {}  # a row's index in thread 0 -> (its first element's, its elements)
+    for _, coord, base in held_slots(src, ss):
+        key = tuple(b for b, d in zip(base, src.dims) if d not in axes)
+        groups.setdefault(key, (base, []))[1].append(src_element(coord))
     rows = []
     for key, (first, parts) in groups.items():
         coord = list(dstarts)
@@ -156,8 +159,8 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
             coord[d] += b
         if tuple(coord) not in slot_of:
             raise Decline(f"thread 0 reduces into {dst.name}{coord}, which it does not hold; {hint}")
-        index = tuple(i for i, d in zip(first.index, src.dims) if d not in axes)
-        rows.append(Row(register_element(dst.buffer, coord, op.span), index, tuple(parts)))
+        at = tuple(i for i, d in zip(index(first), src.dims) if d not in axes)
+        rows.append(Row(dst_element(coord), at, tuple(parts)))
     lanes, lane_terms, warps = [], [], []
     for t in ss.terms:
         if t.dim not in axes:
