@@ -257,16 +257,12 @@ def lower(r: Reduction, ctx: DispatchContext, lanes=butterfly) -> List[ir.Stmt]:
     butterfly unless a variant combines lanes another way), shared-memory
     exchange, in that order, each only when the plan needs it."""
     syms = ctx.symbols
-    crosses = bool(r.lanes or r.warps)
+    values = [_tree(r.op, [_as(p, r.dtype, syms) for p in row.parts]) for row in r.rows]
+    if not (r.lanes or r.warps or r.accum):
+        return roll(ctx, [ir.Assign((row.dst,), value) for row, value in zip(r.rows, values)], r.span)
     temps = []
     stmts: List[ir.Stmt] = []
-    for row in r.rows:
-        parts = [_as(p, r.dtype, syms) for p in row.parts]
-        value = _tree(r.op, parts)
-        if not crosses and not r.accum:
-            stmts.append(ir.Assign((row.dst,), value))
-            temps.append(row.dst)
-            continue
+    for value in values:
         name = ir.Name(ctx.fresh("part"))
         stmts.append(ir.Assign((name,), value, type=r.dtype))
         temps.append(name)
@@ -274,10 +270,12 @@ def lower(r: Reduction, ctx: DispatchContext, lanes=butterfly) -> List[ir.Stmt]:
         stmts.extend(lanes(r, temps, ctx))
     if r.warps:
         stmts.extend(_exchange(r, temps, ctx))
-    if crosses or r.accum:
-        for row, t in zip(r.rows, temps):
-            stmts.append(ir.Assign((row.dst,), combine(r.op, row.dst, t) if r.accum else t))
-    return roll(ctx, stmts, r.span)
+    # Only the assignments to the destination can roll: before them each statement sets a
+    # temporary of its own, or (a butterfly of one row) one temporary with masks that are
+    # distinct powers of two, never three in a progression; `roll` would leave them as
+    # they are, and keying them was most of its time.
+    ends = [ir.Assign((row.dst,), combine(r.op, row.dst, t) if r.accum else t) for row, t in zip(r.rows, temps)]
+    return stmts + roll(ctx, ends, r.span)
 
 
 def _as(value: ir.Expr, dtype: str, syms) -> ir.Expr:
