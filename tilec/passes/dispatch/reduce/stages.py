@@ -227,44 +227,50 @@ def lanes_run_together(op: TileOp, ctx: DispatchContext):
 # --------------------------------------------------------------------------
 
 
-def combine(op: str, a: ir.Expr, b: ir.Expr) -> ir.Expr:
+# The lowering builds at the call's span (`r.span`) what it builds of located parts (the
+# registers, the temporaries), so that dispatch need not build it again to place it there
+# (`build.located`); the shared-memory stage's addresses are left to dispatch to place.
+
+
+def combine(op: str, a: ir.Expr, b: ir.Expr, span: Optional[ir.Span] = None) -> ir.Expr:
     if op == "sum":
-        return ir.Binary("+", a, b)
-    return ir.Call(op, (a, b))
+        return ir.Binary("+", a, b, span=span)
+    return ir.Call(op, (a, b), span=span)
 
 
-def _tree(op: str, values: List[ir.Expr]) -> ir.Expr:
+def _tree(op: str, values: List[ir.Expr], span: Optional[ir.Span] = None) -> ir.Expr:
     """A balanced fold: the two halves do not depend on each other."""
     if len(values) == 1:
         return values[0]
     half = (len(values) + 1) // 2
-    return combine(op, _tree(op, values[:half]), _tree(op, values[half:]))
+    return combine(op, _tree(op, values[:half], span), _tree(op, values[half:], span), span)
 
 
-def shuffle_xor(value: ir.Expr, mask: int) -> ir.Expr:
+def shuffle_xor(value: ir.Expr, mask: int, span: Optional[ir.Span] = None) -> ir.Expr:
     """The value `value` has in lane (this lane ^ mask), every lane taking part."""
-    return ir.Call("ptx.shfl.sync.bfly", (value, ir.Int(mask)))
+    return ir.Call("ptx.shfl.sync.bfly", (value, ir.Int(mask, span=span)), span=span)
 
 
 def butterfly(r: Reduction, temps: list, ctx: DispatchContext) -> List[ir.Stmt]:
     """The lane stage as shuffles: one xor round per lane bit of the reduced
     dims, every row's round interleaved so the shuffles overlap."""
-    return [ir.Assign((t,), combine(r.op, t, shuffle_xor(t, mask))) for mask in r.lanes for t in temps]
+    at = r.span
+    return [ir.Assign((t,), combine(r.op, t, shuffle_xor(t, mask, at), at), span=at) for mask in r.lanes for t in temps]
 
 
 def lower(r: Reduction, ctx: DispatchContext, lanes=butterfly) -> List[ir.Stmt]:
     """The statements: fold, the lane stage (`lanes(r, temps, ctx)`, the
     butterfly unless a variant combines lanes another way), shared-memory
     exchange, in that order, each only when the plan needs it."""
-    syms = ctx.symbols
-    values = [_tree(r.op, [_as(p, r.dtype, syms) for p in row.parts]) for row in r.rows]
+    syms, at = ctx.symbols, r.span
+    values = [_tree(r.op, [_as(p, r.dtype, syms, at) for p in row.parts], at) for row in r.rows]
     if not (r.lanes or r.warps or r.accum):
-        return roll(ctx, [ir.Assign((row.dst,), value) for row, value in zip(r.rows, values)], r.span)
+        return roll(ctx, [ir.Assign((row.dst,), value, span=at) for row, value in zip(r.rows, values)], at)
     temps = []
     stmts: List[ir.Stmt] = []
     for value in values:
-        name = ir.Name(ctx.fresh("part"))
-        stmts.append(ir.Assign((name,), value, type=r.dtype))
+        name = ir.Name(ctx.fresh("part"), span=at)
+        stmts.append(ir.Assign((name,), value, type=r.dtype, span=at))
         temps.append(name)
     if r.lanes:
         stmts.extend(lanes(r, temps, ctx))
@@ -274,15 +280,16 @@ def lower(r: Reduction, ctx: DispatchContext, lanes=butterfly) -> List[ir.Stmt]:
     # temporary of its own, or (a butterfly of one row) one temporary with masks that are
     # distinct powers of two, never three in a progression; `roll` would leave them as
     # they are, and keying them was most of its time.
-    ends = [ir.Assign((row.dst,), combine(r.op, row.dst, t) if r.accum else t) for row, t in zip(r.rows, temps)]
-    return stmts + roll(ctx, ends, r.span)
+    ends = [ir.Assign((row.dst,), combine(r.op, row.dst, t, at) if r.accum else t, span=at)
+            for row, t in zip(r.rows, temps)]
+    return stmts + roll(ctx, ends, at)
 
 
-def _as(value: ir.Expr, dtype: str, syms) -> ir.Expr:
+def _as(value: ir.Expr, dtype: str, syms, span: Optional[ir.Span] = None) -> ir.Expr:
     have = syms.type_of(value)
     if assignable(have, dtype, value):
         return value
-    return ir.Call("convert", (value, ir.DTypeLit(dtype)))
+    return ir.Call("convert", (value, ir.DTypeLit(dtype, span=span)), span=span)
 
 
 def _exchange(r: Reduction, temps: list, ctx: DispatchContext) -> List[ir.Stmt]:
