@@ -294,18 +294,8 @@ class _Descent:
         return self.node("module", 0, items, height)
 
     def kernel_params(self):
-        start, kinds = self.i, self.kinds
-        params, height = [], 0
-        while True:
-            params.append(self.param())
-            if self.h > height:
-                height = self.h
-            if kinds[self.i] != ",":
-                break
-            self.i += 1
-            if kinds[self.i] == ")":
-                break
-        return self.node("kernel_params", start, params, height)
+        start = self.i
+        return self.node("kernel_params", start, *self.comma_list(self.param, ")"))
 
     def param(self):
         start = self.i
@@ -338,18 +328,9 @@ class _Descent:
         return self.node("dtype", start, [self.tokens[start]], 0)
 
     def shape(self):
-        start, kinds = self.i, self.kinds
+        start = self.i
         self.i += 1  # "["
-        dims, height = [], 0
-        while True:
-            dims.append(self.test())
-            if self.h > height:
-                height = self.h
-            if kinds[self.i] != ",":
-                break
-            self.i += 1
-            if kinds[self.i] == "]":
-                break
+        dims, height = self.comma_list(self.test, "]")
         self.expect("]")
         return self.node("shape", start, dims, height)
 
@@ -491,17 +472,7 @@ class _Descent:
         kind = self.node("loop_kind", kstart, [self.tokens[kstart]], 0)
         self.expect("(")
         astart = self.i
-        args, height = [], 0
-        while True:
-            args.append(self.test())
-            if self.h > height:
-                height = self.h
-            if kinds[self.i] != ",":
-                break
-            self.i += 1
-            if kinds[self.i] == ")":
-                break
-        args = self.node("range_args", astart, args, height)
+        args = self.node("range_args", astart, *self.comma_list(self.test, ")"))
         height = self.h
         self.expect(")")
         self.expect(":")
@@ -642,63 +613,49 @@ class _Descent:
             self.i += 1
             return [None], 0
         start = self.i
-        items, height = [], 0
-        while True:
-            kind = kinds[self.i]
-            st = self.i
-            if kinds[st + 1] == "=" and (kind in _NAMEISH or kind in _HEADS):
-                tok, h = self.tokens[st], 0
-                self.i += 1
-                if kind in _HEADS:
-                    tok, h = self.node("layout_head", st, [tok], 0), 1
-                self.i += 1  # "="
-                value = self.test()
-                item = self.node("kwarg", st, [tok, value], max(h, self.h))
-            elif kind == "**":
-                self.i += 1
-                value = self.test()
-                item = self.node("splat", st, [value], self.h)
-            else:
-                item = self.test()
-            items.append(item)
-            if self.h > height:
-                height = self.h
-            if kinds[self.i] != ",":
-                break
-            self.i += 1
-            if kinds[self.i] == ")":
-                break
-        arguments = self.node("arguments", start, items, height)
+        arguments = self.node("arguments", start, *self.comma_list(self.argument, ")"))
         self.expect(")")
         return [arguments], self.h
 
-    def subscripts(self):
-        start, kinds = self.i, self.kinds
-        items, height = [], 0
-        while True:
-            st = self.i
-            if kinds[st] == ":":
-                lo, h = None, 0
-            else:
-                lo, h = self.test(), self.h
-            if kinds[self.i] == ":":
-                self.i += 1
-                hi = None
-                if kinds[self.i] not in (",", "]"):
-                    hi = self.test()
-                    h = max(h, self.h)
-                item = self.node("slice", st, [lo, hi], h)
-            else:
-                item = lo
-            items.append(item)
-            if self.h > height:
-                height = self.h
-            if kinds[self.i] != ",":
-                break
+    def argument(self):
+        """One call argument: `NAME = test`, `** test` or a test."""
+        kinds = self.kinds
+        kind = kinds[self.i]
+        st = self.i
+        if kinds[st + 1] == "=" and (kind in _NAMEISH or kind in _HEADS):
+            tok, h = self.tokens[st], 0
             self.i += 1
-            if kinds[self.i] == "]":
-                break
-        return self.node("subscripts", start, items, height)
+            if kind in _HEADS:
+                tok, h = self.node("layout_head", st, [tok], 0), 1
+            self.i += 1  # "="
+            value = self.test()
+            return self.node("kwarg", st, [tok, value], max(h, self.h))
+        if kind == "**":
+            self.i += 1
+            value = self.test()
+            return self.node("splat", st, [value], self.h)
+        return self.test()
+
+    def subscripts(self):
+        start = self.i
+        return self.node("subscripts", start, *self.comma_list(self.subscript, "]"))
+
+    def subscript(self):
+        """One subscript: a test or a slice `[test] : [test]`."""
+        kinds = self.kinds
+        st = self.i
+        if kinds[st] == ":":
+            lo, h = None, 0
+        else:
+            lo, h = self.test(), self.h
+        if kinds[self.i] != ":":
+            return lo
+        self.i += 1
+        hi = None
+        if kinds[self.i] not in (",", "]"):
+            hi = self.test()
+            h = max(h, self.h)
+        return self.node("slice", st, [lo, hi], h)
 
     def atom(self):
         start = self.i
@@ -760,19 +717,25 @@ class _Descent:
             self.i += 1
             return [None], 0
         start = self.i
+        node = self.node(name, start, *self.comma_list(item, close))
+        self.expect(close)
+        return [node], self.h
+
+    def comma_list(self, item, close: str):
+        """Items read by `item`, separated by commas, a trailing comma
+        allowed before `close` (which is not read): (the items, their
+        greatest height).  Every comma-separated list of the grammar."""
+        kinds = self.kinds
         items, height = [], 0
         while True:
             items.append(item())
             if self.h > height:
                 height = self.h
             if kinds[self.i] != ",":
-                break
+                return items, height
             self.i += 1
             if kinds[self.i] == close:
-                break
-        node = self.node(name, start, items, height)
-        self.expect(close)
-        return [node], self.h
+                return items, height
 
     def dict_item(self):
         start = self.i
