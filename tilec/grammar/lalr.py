@@ -139,12 +139,8 @@ class Parser:
         self.lexer_of = [scanners[i] for i in tables["lexer_of"]]
         self.root = scanners[tables["root_lexer"]]
         self.terminal_texts = tables["terminal_texts"]
-        # The root lexer's alternation behind a run of what every lexer
-        # ignores (blanks between tokens): one match reads the blanks and
-        # the token after them (see `_lex`).
         self.ignored = tuple(tables["ignored"])  # (the patterns of the ignored terminals)
-        ignored = "|".join(self.ignored)
-        self._skip_match = re.compile(f"(?:{ignored})?(?:{self.root.pattern})").match if ignored else None
+        self._skip = None  # see `_skip_match`
         # (state below, state, terminal) -> the state the parser is in once
         # the unit reductions `terminal` makes in `state` are done: a name
         # followed by `)` climbs some fifteen precedence levels, each a
@@ -152,6 +148,18 @@ class Parser:
         self._after_units: dict = {}
 
     # -- lexing ----------------------------------------------------------------
+
+    @property
+    def _skip_match(self):
+        """The root lexer's alternation behind a run of what every lexer
+        ignores (blanks between tokens): one match reads the blanks and the
+        token after them (see `_lex`); None when nothing is ignored.
+        Compiled on first use: only a text the descent refuses is lexed
+        here (`tilec.grammar.descent`), so most processes never need it."""
+        if self._skip is None:
+            ignored = "|".join(self.ignored)
+            self._skip = (re.compile(f"(?:{ignored})?(?:{self.root.pattern})").match,) if ignored else (None,)
+        return self._skip[0]
 
     def _lex(self, text: str, state_stack: list):
         """The tokens of `text`, each read by the lexer of the state the
