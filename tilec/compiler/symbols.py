@@ -303,11 +303,15 @@ class KernelSymbols:
             added = [(t.name, Symbol(t.name, "tensormap", tensormap=t, span=t.span)) for t in tensormaps]
             symbols = dict(items[:params] + added + items[params:])
             maps = {**{t.name: t for t in tensormaps}, **self.tensormaps}
-        new = records.evolve(self, kernel=kernel, symbols=symbols, tensormaps=maps)
+        return self._sharing(kernel=kernel, symbols=symbols, tensormaps=maps)
+
+    def _sharing(self, **changes) -> "KernelSymbols":
+        """This analysis with `changes`, keeping the types and bindings
+        already worked out (what `carried` and `pools_written_out` hand on)."""
+        new = records.evolve(self, **changes)
         new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
         new._bound = self._bound
         return new
-
 
     def pools_written_out(self, kernel: ir.Kernel, module: ir.Module) -> Optional["KernelSymbols"]:
         """This analysis as that of `kernel`: this one's kernel with its pool
@@ -361,10 +365,7 @@ class KernelSymbols:
         if pool.name not in changed:
             return None
         buffers = {name: sym.buffer for name, sym in symbols.items() if sym.buffer is not None}
-        new = records.evolve(self, kernel=kernel, symbols=symbols, buffers=buffers, pools={})
-        new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
-        new._bound = self._bound
-        return new
+        return self._sharing(kernel=kernel, symbols=symbols, buffers=buffers, pools={})
 
 
 def _describe(sym: Symbol) -> str:
@@ -665,13 +666,19 @@ class Analyses:
     def __init__(self):
         self._entries: Dict[int, tuple] = {}  # id(kernel) -> (kernel, key, KernelSymbols)
 
-    def of(self, kernel: ir.Kernel, module: ir.Module, target: Target) -> KernelSymbols:
-        key = _module_key(module, target)
+    def _kept(self, kernel: ir.Kernel, key) -> Optional[KernelSymbols]:
+        """The analysis kept for this kernel object under `key`, or None."""
         entry = self._entries.get(id(kernel))
         if entry is not None and entry[0] is kernel and entry[1] == key:
             return entry[2]
-        syms = analyze_kernel(kernel, module, target)
-        self._entries[id(kernel)] = (kernel, key, syms)
+        return None
+
+    def of(self, kernel: ir.Kernel, module: ir.Module, target: Target) -> KernelSymbols:
+        key = _module_key(module, target)
+        syms = self._kept(kernel, key)
+        if syms is None:
+            syms = analyze_kernel(kernel, module, target)
+            self._entries[id(kernel)] = (kernel, key, syms)
         return syms
 
     def carry(self, old: ir.Kernel, new: ir.Kernel, module: ir.Module, target: Target,
@@ -682,20 +689,18 @@ class Analyses:
         name nothing new): its analysis is `old`'s plus those tensor maps.
         Nothing is kept when `old` was never analyzed."""
         key = _module_key(module, target)
-        entry = self._entries.get(id(old))
-        if new is old or entry is None or entry[0] is not old or entry[1] != key:
-            return
-        self._entries[id(new)] = (new, key, entry[2].carried(new, tensormaps))
+        syms = None if new is old else self._kept(old, key)
+        if syms is not None:
+            self._entries[id(new)] = (new, key, syms.carried(new, tensormaps))
 
     def carry_pools_written_out(self, old: ir.Kernel, new: ir.Kernel, module: ir.Module, target: Target) -> None:
         """`new` is `old` with its pools written out by plan-smem: its
         analysis is `old`'s as `KernelSymbols.pools_written_out` makes it,
         where that holds (else `new` is analyzed when asked)."""
         key = _module_key(module, target)
-        entry = self._entries.get(id(old))
-        if new is old or entry is None or entry[0] is not old or entry[1] != key:
-            return
-        syms = entry[2].pools_written_out(new, module)
+        syms = None if new is old else self._kept(old, key)
+        if syms is not None:
+            syms = syms.pools_written_out(new, module)
         if syms is not None:
             self._entries[id(new)] = (new, key, syms)
 
