@@ -277,13 +277,13 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         a = shared_operand(o.A, o.trans_a, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
                            (MMA_M, k_inst), divisors, "A")
         a_desc = ctx.fresh("wgmma_desc_a")
-        stmts.append(_assign(a_desc, located(a.descriptor(), span), span))
+        stmts.append(_assign(a_desc, a.descriptor(), span))
     b_desc = ctx.fresh("wgmma_desc_b")
-    stmts.append(_assign(b_desc, located(b.descriptor(), span), span))
+    stmts.append(_assign(b_desc, b.descriptor(), span))
     scale = o.accum
     if not isinstance(scale, ir.Bool):
         name = ctx.fresh("wgmma_accum")
-        stmts.append(_assign(name, located(scale, span), span))
+        stmts.append(_assign(name, scale, span))
         scale = ir.Name(name, span=span)
     kwargs = (ir.Keyword("dtype", ir.DTypeLit(a_t, span=span), span=span),)
     if o.B.dtype != a_t:
@@ -347,8 +347,9 @@ def _n_ok(n: int, dtype: str) -> bool:
 
 
 def _assign(name: str, value: ir.Expr, span) -> ir.Stmt:
-    """`name = value` at `span`, of a located `value` (`located`)."""
-    return ir.Assign((ir.Name(name, span=span),), value, span=span)
+    """`name = value` at `span`, `value`'s unlocated nodes placed there
+    (`located`)."""
+    return ir.Assign((ir.Name(name, span=span),), located(value, span), span=span)
 
 
 # --------------------------------------------------------------------------
