@@ -431,7 +431,7 @@ class _Descent:
             self.expect("tensormap")
             call = self.node("tensormap_call", cstart, *self.call_arguments())
             return self.node("tensormap_stmt", start, [tok, call], self.h)
-        if kinds[start + 1] == ":" and (kind in _NAMEISH or kind in _HEADS):
+        if kinds[start + 1] == ":" and kind in _NAME_ONLY:
             tok = self.tokens[start]
             self.i += 1
             height = 0
@@ -622,7 +622,7 @@ class _Descent:
         kinds = self.kinds
         kind = kinds[self.i]
         st = self.i
-        if kinds[st + 1] == "=" and (kind in _NAMEISH or kind in _HEADS):
+        if kinds[st + 1] == "=" and kind in _NAME_ONLY:
             tok, h = self.tokens[st], 0
             self.i += 1
             if kind in _HEADS:

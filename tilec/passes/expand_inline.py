@@ -156,7 +156,7 @@ class _Expander:
         """`expr` with consts, metas and parameters replaced by their values
         and `**` splats expanded.  A helper call is an error here, or with
         `calls` raises `_HelperCall` for `value` to expand it."""
-        Name, Call, Method = ir.Name, ir.Call, ir.Method
+        Name, Call = ir.Name, ir.Call
 
         def fn(node):
             cls = type(node)  # (IR classes have no subclasses)
@@ -173,9 +173,7 @@ class _Expander:
                     if calls:
                         raise _HelperCall()
                     raise TilecError(f"inline helper '{node.func}' cannot be called here", node.span)
-            elif cls is not Method:
-                return node
-            if node.kwargs:
+            if node.kwargs:  # (a Call or a Method: `only` calls fn on nothing else)
                 kwargs = _expand_splats(node.kwargs)
                 return node if kwargs == node.kwargs else visit.evolve(node, kwargs=kwargs)
             return node
