@@ -16,7 +16,8 @@ import pytest
 
 import wgmma_ptx_sim
 from ptx_sim import Kernel
-from test_hopper_gemm import inputs, relative_error
+from test_gemm_small_m import operands
+from test_hopper_gemm import relative_error
 from tilec.compiler.diagnostics import TilecError
 from tilec.pipeline import compile_source
 from tilec.runtime.assemble import assemble, resource_usage
@@ -134,7 +135,7 @@ def run_schedule(text=None, sim=SIM, max_steps=3_000_000):
     r = build(text, **sim)
     (kernel,) = r.meta["kernels"]
     m, n, k = sim["M"], sim["N"], sim["K"]
-    A, B = inputs(m, n, k)
+    A, B, ref = operands(m, n, k)
     D = np.full((m, n), np.nan, np.float16)
     model = Turns(kernel["tensormaps"])
     simulator = Kernel(r.ptx, kernel["name"], extension=model, named_barriers=True)
@@ -143,7 +144,7 @@ def run_schedule(text=None, sim=SIM, max_steps=3_000_000):
     runs = {cta: ([(wg, len(list(g))) for wg, g in groupby(model.mmas[cta])],
                   [(wg, len(list(g))) for wg, g in groupby(model.stores[cta])]) for cta in model.mmas}
     pending = {cta: b.pending() for cta, b in simulator.barriers.items() if b.pending()}
-    return relative_error(D, A.astype(np.float64) @ B.astype(np.float64).T), runs, pending
+    return relative_error(D, ref), runs, pending
 
 
 def expected_runs(sim):
