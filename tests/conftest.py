@@ -18,6 +18,16 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+@pytest.fixture
+def hopper():
+    """For tests whose kernels are compiled for sm_90a: skipped on any other
+    device (the driver refuses an sm_90a module elsewhere)."""
+    from tilec.runtime import driver
+
+    if driver.device().compute_capability != (9, 0):
+        pytest.skip("the sm_90a kernels need compute capability 9.0")
+
+
 def _gpu_skip_reason() -> str | None:
     from tilec.runtime.driver import CudaError, device
 

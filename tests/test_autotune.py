@@ -1,8 +1,6 @@
 """tilec.autotune: the configuration space, shape buckets, the remembered
 winner on disk, parallel compiles with rejections (CPU), and tuning a real
 GEMM on the GPU."""
-import json
-import os
 from pathlib import Path
 
 import pytest

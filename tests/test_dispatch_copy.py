@@ -351,7 +351,6 @@ def matrix_source(dtype, mode, frag, shape, region, smem_cols=64):
     """Shared tile (16 x smem_cols) loaded from global, `region` of it ->
     registers (ldmatrix), registers -> another shared tile (stmatrix), and
     that tile -> global B."""
-    rows = shape[0]
     return f"""
 kernel k(A: {dtype}[16, {smem_cols}], B: {dtype}[16, {smem_cols}]):
     cta_id([1])

@@ -211,14 +211,6 @@ def test_simulated_mutations_fail(mutation):
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture
-def hopper():
-    from tilec.runtime import driver
-
-    if driver.device().compute_capability != (9, 0):
-        pytest.skip("the sm_90a kernels need compute capability 9.0")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("blk_m, blk_n, stages, pair", [(128, 192, 4, 1), (128, 176, 4, 1), (128, 160, 4, 1),

@@ -289,14 +289,6 @@ def run_on_gpu(version, m, n, k, **defines):
     return relative_error(D, A.astype(np.float32) @ B.astype(np.float32).T)
 
 
-@pytest.fixture
-def hopper():
-    from tilec.runtime import driver
-
-    if driver.device().compute_capability != (9, 0):
-        pytest.skip("the sm_90a kernels need compute capability 9.0")
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("m, n, k", [(1024, 1024, 1024), (1000, 1032, 1064)], ids=["1024^3", "ragged"])

@@ -166,12 +166,6 @@ def test_a_module_for_another_architecture_is_refused_before_loading(
 # ---- the same refusals on a real device ------------------------------------
 
 
-@pytest.fixture
-def hopper():
-    if driver.device().compute_capability != (9, 0):
-        pytest.skip("tma_copy is compiled for sm_90a: needs compute capability 9.0")
-
-
 def run_correctly(kernel):
     """A correct launch after a refusal: the context must still work."""
     a = (np.arange(8 * 256) % 1000).astype(np.float16).reshape(8, 256)

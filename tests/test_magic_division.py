@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 from ptx_sim import Kernel as Sim
 from tilec.compiler import ir
 from emit_util import build, run
-from tilec.compiler.runtime_dims import I32_MAX, bound_facts, bounds, magic, uniform_divisors
+from tilec.compiler.runtime_dims import I32_MAX, bound_facts, bounds, magic
 from tilec.compiler.symbols import analyze_kernel
 from tilec.compiler.targets import TARGETS
 from tilec.pipeline import compile_source

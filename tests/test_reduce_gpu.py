@@ -9,18 +9,11 @@ import pytest
 
 from test_reduce_map import ACROSS_WARPS, ATTENTION_TILE, LANE_SUMS, build
 from tilec.pipeline import compile_source
-from tilec.runtime import driver
 from tilec.runtime.module import CompiledModule
 
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-
-
-@pytest.fixture
-def hopper():
-    if driver.device().compute_capability != (9, 0):
-        pytest.skip("the sm_90a kernels need compute capability 9.0")
 
 
 def example(name: str, defines: dict):

@@ -16,12 +16,6 @@ from tilec.runtime.module import CompiledModule
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def hopper():
-    if driver.device().compute_capability != (9, 0):
-        pytest.skip("the sm_90a kernels need compute capability 9.0")
-
-
 def module(built):
     ptx, meta = built
     return CompiledModule(ptx, meta, meta["target"])

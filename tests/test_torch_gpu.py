@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import tilec
-from tilec.runtime import driver, launch as launch_py, launcher as launcher_py, module as module_py
+from tilec.runtime import launch as launch_py, launcher as launcher_py, module as module_py
 from tilec.runtime.launch import LaunchError
 from tilec.runtime.module import CompiledModule
 
@@ -15,12 +15,6 @@ pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parent.parent
 N = 1 << 14
-
-
-@pytest.fixture
-def hopper():
-    if driver.device().compute_capability != (9, 0):
-        pytest.skip("the examples target sm_90a")
 
 
 def add_kernel():
