@@ -39,7 +39,7 @@ import torch
 
 from tilec.pipeline import compile_source
 from tilec.runtime.module import CompiledModule
-from tma_copy import median_ms
+from tma_copy import median_ms, medians_ms, taking_turns
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "hopper"
 DTYPES = {"f16": torch.float16, "bf16": torch.bfloat16}
@@ -67,20 +67,21 @@ def source(name: str, dtype: str) -> Path:
     return Path(_copies[dtype].name) / f"{name}.tile"
 
 
+def kernel(path: Path, defines: dict):
+    """The sm_90a kernel of the .tile file at `path`, compiled with `defines`."""
+    result = compile_source(path.read_text(), str(path), target="sm_90a", defines=defines)
+    return CompiledModule(result.ptx, result.meta, "sm_90a").kernel()
+
+
 def build(version: int, dtype: str, size: int, sm_count: int):
     defines = {"M": size, "N": size, "K": size}
     if version in (6, 7):
         defines["SM_COUNT"] = sm_count
-    path = source(f"hgemm_v{version}", dtype)
-    result = compile_source(path.read_text(), str(path), target="sm_90a", defines=defines)
-    return CompiledModule(result.ptx, result.meta, "sm_90a").kernel()
+    return kernel(source(f"hgemm_v{version}", dtype), defines)
 
 
 def build_example(name: str, size: int, sm_count: int):
-    path = EXAMPLES / f"{name}.tile"
-    defines = {"M": size, "N": size, "K": size, "SM_COUNT": sm_count}
-    result = compile_source(path.read_text(), str(path), target="sm_90a", defines=defines)
-    return CompiledModule(result.ptx, result.meta, "sm_90a").kernel()
+    return kernel(EXAMPLES / f"{name}.tile", {"M": size, "N": size, "K": size, "SM_COUNT": sm_count})
 
 
 def row(label: str, size: int, name: str, ms: float, base_ms: float, err: float) -> str:
@@ -180,6 +181,27 @@ def output_error(launch, d: torch.Tensor, ref: torch.Tensor) -> float:
     launch()
     torch.cuda.synchronize()
     return relative_error(d, ref)
+
+
+def against_cublas(shape: tuple, dtype, names: list, kernels: list, runs: int, repeats: int, stream) -> list:
+    """D = A @ B^T of each kernel checked on NaN-poisoned output against an
+    f32 reference (a wrong one ends the run, named), then cuBLAS and the
+    kernels timed taking turns on three fresh random input sets, each launch
+    behind a GPU sleep: per repeat, the medians in ms, cuBLAS's first."""
+    m, n, k = shape
+    sets = [(torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(n, k, dtype=dtype, device="cuda"),
+             torch.empty(m, n, dtype=dtype, device="cuda")) for _ in range(3)]
+    a, b, d = sets[0]
+    ref = a.float() @ b.float().T
+    for name, kern in zip(names, kernels):
+        err = output_error(lambda: kern(a, b, d, stream=stream), d, ref)
+        if not err < MAX_ERROR:
+            raise SystemExit(f"{m}x{n}x{k} {name}: relative error {err}")
+    del ref
+    rotating = taking_turns(sets)
+    launches = [rotating(lambda A, B, D: torch.matmul(A, B.T, out=D))]
+    launches += [rotating(lambda A, B, D, kern=kern: kern(A, B, D, stream=stream)) for kern in kernels]
+    return [medians_ms(launches, runs, 5) for _ in range(repeats)]
 
 
 def main() -> None:

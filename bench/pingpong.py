@@ -23,11 +23,8 @@ import argparse
 
 import torch
 
-from gemm import DTYPES, MAX_ERROR, output_error, source
+from gemm import DTYPES, against_cublas, kernel, source
 from gemm_sweep import V7_SMEM, v7_stages
-from tilec.pipeline import compile_source
-from tilec.runtime.module import CompiledModule
-from tma_copy import medians_ms, taking_turns
 
 PEAK_TFLOPS = 989.0   # H100 SXM dense f16/bf16 tensor rate at boost
 COPY_TBS = 3.0        # torch device-to-device copy, measured (bench/RESULTS.md)
@@ -85,25 +82,10 @@ def main() -> None:
                   for bm, bn, pair in map(tile_shape, args.tiles) if m >= bm * pair and n >= bn for g in args.groups]
         names, kernels = [], []
         for name, c in cases:
-            path = source(name, args.dtype)
-            r = compile_source(path.read_text(), str(path), target="sm_90a",
-                               defines=dict(M=m, N=n, K=k, SM_COUNT=sms, **c))
             names.append(f"{name[6:]} {c['BLK_M']}x{c['BLK_N']}/{c['STAGES']} g{c['GROUP']}"
                          + (" x2" if c["CLUSTER_M"] == 2 else ""))
-            kernels.append(CompiledModule(r.ptx, r.meta, "sm_90a").kernel())
-        sets = [(torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(n, k, dtype=dtype, device="cuda"),
-                 torch.empty(m, n, dtype=dtype, device="cuda")) for _ in range(3)]
-        a, b, d = sets[0]
-        ref = a.float() @ b.float().T
-        for name, kern in zip(names, kernels):
-            err = output_error(lambda: kern(a, b, d, stream=stream), d, ref)
-            if not err < MAX_ERROR:
-                raise SystemExit(f"{m}x{n}x{k} {name}: relative error {err}")
-        del ref
-        rotating = taking_turns(sets)
-        launches = [rotating(lambda A, B, D: torch.matmul(A, B.T, out=D))]
-        launches += [rotating(lambda A, B, D, kern=kern: kern(A, B, D, stream=stream)) for kern in kernels]
-        reps = [medians_ms(launches, args.runs, 5) for _ in range(args.repeats)]
+            kernels.append(kernel(source(name, args.dtype), dict(M=m, N=n, K=k, SM_COUNT=sms, **c)))
+        reps = against_cublas((m, n, k), dtype, names, kernels, args.runs, args.repeats, stream)
         flop_us = 2 * m * n * k / PEAK_TFLOPS / 1e6
         byte_us = 2 * (m * k + n * k + m * n) / COPY_TBS / 1e6
         print(f"{m}x{n}x{k}: floors compute {flop_us:.1f} us, memory {byte_us:.1f} us "
@@ -111,7 +93,6 @@ def main() -> None:
               + " ".join(f"{r[0] * 1e3:.2f}" for r in reps))
         for i, name in enumerate(names, 1):
             print(f"  {name:<28}" + "  ".join(f"{r[i] * 1e3:8.2f} ({r[0] / r[i]:.3f})" for r in reps), flush=True)
-        del sets, a, b, d
         torch.cuda.empty_cache()
 
 

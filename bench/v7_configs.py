@@ -29,8 +29,7 @@ from pathlib import Path
 
 import torch
 
-from gemm import MAX_ERROR, output_error
-from tma_copy import medians_ms, taking_turns
+from gemm import against_cublas
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -83,18 +82,7 @@ def main() -> None:
             for c, (ptx, meta) in zip(configs, compile_in(tree, jobs)):
                 names.append(f"{tree.name} {c['BLK_M']}x{c['BLK_N']}/{c['STAGES']}" + (" x2" if c.get("CLUSTER_M") else ""))
                 kernels.append(CompiledModule(ptx, meta, "sm_90a").kernel())
-        sets = [(torch.randn(m, k, dtype=dtype, device="cuda"), torch.randn(n, k, dtype=dtype, device="cuda"),
-                 torch.empty(m, n, dtype=dtype, device="cuda")) for _ in range(3)]
-        a, b, d = sets[0]
-        ref = (a.float() @ b.float().T)
-        for name, kern in zip(names, kernels):
-            err = output_error(lambda: kern(a, b, d, stream=stream), d, ref)
-            if not err < MAX_ERROR:
-                raise SystemExit(f"{m}x{n}x{k} {name}: relative error {err}")
-        rotating = taking_turns(sets)
-        launches = [rotating(lambda A, B, D: torch.matmul(A, B.T, out=D))]
-        launches += [rotating(lambda A, B, D, kern=kern: kern(A, B, D, stream=stream)) for kern in kernels]
-        reps = [medians_ms(launches, args.runs, 5) for _ in range(args.repeats)]
+        reps = against_cublas((m, n, k), dtype, names, kernels, args.runs, args.repeats, stream)
         print(f"{m}x{n}x{k}: cuBLAS " + " ".join(f"{r[0] * 1e3:.2f}" for r in reps))
         for i, name in enumerate(names, 1):
             print(f"  {name:<28}" + "  ".join(f"{r[i] * 1e3:7.2f} ({r[0] / r[i]:.3f})" for r in reps), flush=True)
