@@ -622,6 +622,52 @@ def test_unroll_expands_folds_and_handles_nesting():
     )
 
 
+def test_unroll_nested_copies_take_the_enclosing_copys_names():
+    """An inner loop's copies see the outer copy's index and the names it
+    bound before the loop (its bounds too); the outer copy's bindings are
+    renamed before the inner loop's, in each outer copy."""
+    m, _ = run(
+        """
+        kernel k(A: f32[16], B: f32[64]):
+            t = thread_id([32])
+            for i in unroll(2):
+                x = A[i] * 2.0
+                for j in unroll(i, 3):
+                    y = x + B[t * 4 + j]
+                    A[4 * i + j] = y + B[t + 6]
+                    if i == j:
+                        A[15] = y
+                z = x + 1.0
+                A[8 + i] = z
+        """,
+        Unroll(),
+    )
+    assert body(m) == body_of(
+        """
+        kernel k(A: f32[16], B: f32[64]):
+            t = thread_id([32])
+            x_1 = A[0] * 2.0
+            y_1 = x_1 + B[t * 4 + 0]
+            A[0] = y_1 + B[t + 6]
+            A[15] = y_1
+            y_2 = x_1 + B[t * 4 + 1]
+            A[1] = y_2 + B[t + 6]
+            y_3 = x_1 + B[t * 4 + 2]
+            A[2] = y_3 + B[t + 6]
+            z_1 = x_1 + 1.0
+            A[8] = z_1
+            x_2 = A[1] * 2.0
+            y_4 = x_2 + B[t * 4 + 1]
+            A[5] = y_4 + B[t + 6]
+            A[15] = y_4
+            y_5 = x_2 + B[t * 4 + 2]
+            A[6] = y_5 + B[t + 6]
+            z_2 = x_2 + 1.0
+            A[9] = z_2
+        """
+    )
+
+
 def test_unroll_copies_share_what_does_not_mention_the_loop():
     """A subtree that mentions no replaced name folds alike in every copy,
     and the copies hold one object of it (emit-ptx types it once)."""

@@ -4,9 +4,11 @@ Each program is compiled by the whole pipeline, its PTX assembled and run in
 tests/ptx_sim.py, so the checks are on what the copies compute; the lowered
 IR is checked where the form matters (a literal binding disappears, any
 other gets one fresh name per copy)."""
+import pathlib
 import textwrap
 
 import numpy as np
+import pytest
 
 from ptx_sim import Kernel
 from tilec.compiler import ir, visit
@@ -127,3 +129,17 @@ def test_literal_bindings_disappear_and_others_get_fresh_names():
     for name, copies in (("x", 4), ("acc", 4), ("base", 2), ("y", 4), ("t", 4)):
         fresh = [b for b in bound if b == name or b.startswith(name + "_")]
         assert len(fresh) == len(set(fresh)) == copies, (name, fresh)
+
+
+@pytest.mark.parametrize("example, target", [
+    ("hopper/flash_attn_fwd", None), ("hopper/hgemm_v7_runtime", None), ("hopper/gemm_stream_k", None),
+    ("ampere/gemm_cp_async", None), ("hgemm_v4", "sm_100a"), ("gemm_async_tcgen05_pair", None),
+])
+def test_a_dispatched_kernel_binds_every_name_it_uses(example, target):
+    """unroll's fresh names avoid the names the kernel's statements bind
+    (`visit.bound_names`), not every name of every expression: the two are
+    the same set for what dispatch hands on."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "examples" / f"{example}.tile"
+    r = compile_source(path.read_text(), str(path), target=target, options=Options(stop_after="dispatch"))
+    for k in r.module.kernels:
+        assert visit.bound_names(k) == visit.identifiers(k)

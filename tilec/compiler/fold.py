@@ -75,17 +75,25 @@ class Copies:
         self._env = self._child = None  # the last `env` and the rewriter reading it
 
     def block(self, stmts, env: dict) -> tuple:
-        if not self._names.issuperset(env):
-            self._names.update(env)  # what was shared may mention a name only now replaced
-            self._shared.clear()
-        if env is not self._env:  # (a copy's statements come one at a time, with one env that grows)
-            self._env, self._child = env, self._rewriter(env)
-        child = self._child
+        child = self._child_for(env)
         out = []
         for s in stmts:
             new = child(s, type(s))
             out.append(s if new is None else new[0])
         return _prune_block(tuple(out))
+
+    def expr(self, e: ir.Expr, env: dict) -> ir.Expr:
+        """`e` with each name in `env` replaced by its value, folded."""
+        new = self._child_for(env)(e, type(e))
+        return e if new is None else new[0]
+
+    def _child_for(self, env: dict):
+        if not self._names.issuperset(env):
+            self._names.update(env)  # what was shared may mention a name only now replaced
+            self._shared.clear()
+        if env is not self._env:  # (a copy's statements come one at a time, with one env that grows)
+            self._env, self._child = env, self._rewriter(env)
+        return self._child
 
     def _rewriter(self, env: dict):
         """`child(node, type(node))`: None when `node` is kept as it is (a

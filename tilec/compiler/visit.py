@@ -373,6 +373,39 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     return names
 
 
+def bound_names(kernel: ir.Kernel) -> set:
+    """The names `kernel`'s parameters and statements bind or declare,
+    found without entering an expression (a kernel holds far more
+    expression nodes than statements).  For a kernel whose every use of a
+    name is of one bound in it (what the symbol analysis accepts, once
+    consts are substituted and predefined names folded: the kernels from
+    dispatch on) these are `identifiers(kernel)`, for a fraction of the
+    walk; `KernelSymbols.names_in_use` is the same set read from an
+    analysis."""
+    names = set()
+    add, Name, TupleExpr = names.add, ir.Name, ir.TupleExpr
+    for p in kernel.params:
+        add(p.name)
+        for e in p.shape or ():
+            if type(e) is Name:  # a runtime extent
+                add(e.id)
+    for s in statements(kernel.body):
+        cls = type(s)
+        if cls is ir.Assign:
+            for t in s.targets:
+                for item in t.items if type(t) is TupleExpr else (t,):
+                    if type(item) is Name:
+                        add(item.id)
+        elif cls is ir.For:
+            add(s.var)
+        elif cls is ir.Meta or cls is ir.TensorMap:
+            add(s.name)
+        elif cls is ir.InlineDef:
+            add(s.name)
+            names.update(s.params)
+    return names
+
+
 _LEAVES: set = set()
 """Node classes without children and without a name of their own (the
 literals), as `identifiers` meets them: it does not push such a node."""
@@ -385,7 +418,7 @@ class NameGen:
 
     def __init__(self, taken: Iterable[str] = ()):
         self._taken = set(taken)
-        self._unread = None  # (node, module) whose identifiers are taken too
+        self._unread = None  # a function returning names taken too, called at the first `fresh`
         # hint -> where its search for a free name resumes: the names before
         # it were taken at the last call, and stay taken (unroll renames one
         # hint once per copy of a loop body)
@@ -398,17 +431,22 @@ class NameGen:
         same then, and a pass that introduces no name (unroll of a kernel
         without locals to rename, plan-tma without a copy to plan) walks the
         kernel not at all."""
+        return cls.lazily(lambda: identifiers(node, module=module))
+
+    @classmethod
+    def lazily(cls, taken: Callable[[], Iterable[str]]) -> "NameGen":
+        """Names distinct from `taken()`, called at the first `fresh` (as
+        `avoiding` does)."""
         gen = cls()
-        gen._unread = (node, module)
+        gen._unread = taken
         return gen
 
     def fresh(self, hint: str) -> str:
         if not hint.isidentifier():
             raise ValueError(f"name hint {hint!r} is not an identifier")
         if self._unread is not None:
-            node, module = self._unread
-            self._unread = None
-            self._taken |= identifiers(node, module=module)
+            taken, self._unread = self._unread, None
+            self._taken.update(taken())
         n = self._next.get(hint, 0)
         name = f"{hint}_{n}" if n else hint
         while name in self._taken:

@@ -23,7 +23,7 @@ from tilec.compiler import ir, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.visit import NameGen
-from tilec.compiler.fold import Copies, fold_expr
+from tilec.compiler.fold import Copies
 
 _LITERALS = (ir.Int, ir.Float, ir.Bool)
 
@@ -70,15 +70,23 @@ class _Unroller:
     declared before the statement in enclosing blocks."""
 
     def __init__(self, kernel: ir.Kernel):
-        self.names = NameGen.avoiding(kernel)
+        # (a dispatched kernel binds every name it uses: its statements give them all, no walk of
+        # its expressions)
+        self.names = NameGen.lazily(lambda: visit.bound_names(kernel))
         self.copied = 0  # statements written by expand, for MAX_STATEMENTS
+        # id(loop) -> (loop, the Copies of its body): a nested loop's copies, made once per copy of the
+        # loop around it, share what does not depend on the names replaced (the loop is kept so that
+        # its id stays its own)
+        self.copies: dict = {}
 
     def block(self, stmts, visible) -> tuple:
         visible = set(visible)
         out = []
         for s in stmts:
-            if isinstance(s, ir.For) and s.kind == "unroll":
-                new = self.expand(s, visible)
+            if type(s) is _Nested:
+                new = self.expand(s.loop, visible, s.env)
+            elif isinstance(s, ir.For) and s.kind == "unroll":
+                new = self.expand(s, visible, {})
             else:
                 new = [self.inside(s, visible)]
             for n in new:
@@ -99,10 +107,18 @@ class _Unroller:
                 changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
         return visit.evolve(s, **changes) if changes else s
 
-    def expand(self, loop: ir.For, visible: set) -> list:
+    def expand(self, loop: ir.For, visible: set, env: dict) -> list:
+        """The copies of `loop`, whose names in `env` (an enclosing loop's
+        copy's: its index and the names it bound) are replaced by their
+        values in the bounds and in every copy of the body."""
+        hit = self.copies.get(id(loop))
+        first = hit is None or hit[0] is not loop
+        if first:
+            hit = self.copies[id(loop)] = (loop, Copies())
+        copies = hit[1]
         bounds = []
         for what, e in (("start", loop.start), ("stop", loop.stop), ("step", loop.step)):
-            value = fold_expr(e)
+            value = copies.expr(e, env)
             if not isinstance(value, ir.Int):
                 raise TilecError(
                     f"the {what} of unroll loop '{loop.var}' must be a compile-time integer", e.span or loop.span
@@ -111,7 +127,8 @@ class _Unroller:
         start, stop, step = bounds
         if step == 0:
             raise TilecError(f"unroll loop '{loop.var}' has step 0", loop.step.span or loop.span)
-        _check_not_rebound(loop)
+        if first:  # (the body as written: the same for every copy of an enclosing loop)
+            _check_not_rebound(loop)
         count = max(0, (stop - start + (step - 1 if step > 0 else step + 1)) // step)  # len() stops at 2**63
         if count > MAX_ITERATIONS:
             raise TilecError(
@@ -120,9 +137,8 @@ class _Unroller:
                 loop.span,
             )
         out = []
-        copies = Copies()
         for i in range(start, stop, step):
-            copy = self.block(self.iteration(copies, loop.body, visible, {loop.var: ir.Int(i)}), visible)
+            copy = self.block(self.iteration(copies, loop.body, visible, {**env, loop.var: ir.Int(i)}), visible)
             self.copied += _statements(copy)
             if self.copied > MAX_STATEMENTS:
                 raise TilecError(
@@ -134,16 +150,24 @@ class _Unroller:
         return out
 
     def iteration(self, copies: Copies, stmts, visible: set, env: dict) -> list:
-        """One copy of a loop body, `env` (the loop variable's value)
-        substituted and folded (by `copies`, the loop's), with the names it
-        binds made its own.  A
-        substituted literal may decide an `if`, whose taken branch then joins
-        the copy (and its bindings with it)."""
+        """One copy of a loop body, `env` (the loop variable's value and the
+        enclosing copies' names) substituted and folded (by `copies`, the
+        loop's), with the names it binds made its own.  A substituted literal
+        may decide an `if`, whose taken branch then joins the copy (and its
+        bindings with it).  An unroll loop in the copy is left to `block`,
+        with the names as they are where it stands (`_Nested`): its copies
+        take them with their own index in one substitution, rather than a
+        copy of the loop being made first only for its copies to be made of
+        that."""
         visible = set(visible)
         env = dict(env)
         pending, out = list(stmts), []
         while pending:
-            folded = copies.block((pending.pop(0),), env)
+            s = pending.pop(0)
+            if type(s) is ir.For and s.kind == "unroll":
+                out.append(_Nested(s, dict(env)))
+                continue
+            folded = copies.block((s,), env)
             if len(folded) != 1:
                 pending[:0] = folded
                 continue
@@ -187,6 +211,16 @@ class _Unroller:
         else:
             value = visit.evolve(s.value, items=tuple(kept))
         return visit.evolve(s, targets=tuple(targets), value=value)
+
+
+class _Nested:
+    """An unroll loop inside a copy of an enclosing loop's body, as written,
+    with the names (`env`) that copy replaces where the loop stands."""
+
+    __slots__ = ("loop", "env")
+
+    def __init__(self, loop: ir.For, env: dict):
+        self.loop, self.env = loop, env
 
 
 def _check_not_rebound(loop: ir.For) -> None:
