@@ -14,6 +14,7 @@ from tilec.compiler.passmanager import (
     PassContext,
     PassManager,
     PipelineError,
+    gc_paused,
     order_passes,
 )
 from tilec.pipeline import compile_source, pass_manager
@@ -346,3 +347,27 @@ def test_a_failing_pass_of_the_pipeline_dumps_the_ir_it_was_given(tmp_path):
     failed = tmp_path / f"{position:02d}-dispatch.failed.tile"
     assert parse(failed.read_text(), "again.tile") == before
     assert info.value.notes[-1] == f"the IR pass 'dispatch' was given is in {failed}"
+
+
+def test_gc_paused_restores_the_collector_as_it_was():
+    import gc
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with gc_paused():
+            assert not gc.isenabled()
+            with gc_paused():
+                assert not gc.isenabled()
+            assert not gc.isenabled()  # the inner block found it off
+        assert gc.isenabled()
+        with pytest.raises(ZeroDivisionError):
+            with gc_paused():
+                1 / 0
+        assert gc.isenabled()
+        gc.disable()
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

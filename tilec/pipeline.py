@@ -7,21 +7,17 @@ a registry, not a schedule.
 """
 from __future__ import annotations
 
-import gc
 from typing import Optional, Union
 
-# The cyclic garbage collector is off while the compiler is imported (every
-# pass, from here): loading it creates some hundred thousand objects, none of
-# them garbage, and the collections their allocations set off each walk much
-# of what is loaded so far, for nothing (a few percent of a cold compile).
-# The driver has it off for its whole run (cli.main); this is for a program
-# that imports tilec, and the tests.
-_collecting = gc.isenabled()
-gc.disable()
-try:
+from tilec.compiler.passmanager import Options, PassContext, PassManager, gc_paused
+
+# Loading the compiler (every pass, from here) creates some hundred thousand
+# objects and no garbage: the collector is paused meanwhile (`gc_paused`).
+# The driver has it off for its whole run; this is for a program that
+# imports tilec, and the tests.
+with gc_paused():
     from tilec.compiler import records
     from tilec.compiler import ir, targets
-    from tilec.compiler.passmanager import Options, PassContext, PassManager
     from tilec.compiler.verifier import verify
     from tilec.grammar.parser import check_printable
     from tilec.passes.check_asserts import CheckAsserts
@@ -37,10 +33,6 @@ try:
     from tilec.passes.plan_smem import PlanSmem
     from tilec.passes.plan_tma import PlanTma
     from tilec.passes.unroll import Unroll
-finally:
-    if _collecting:
-        gc.enable()
-    del _collecting
 
 
 def default_passes() -> list:
@@ -102,17 +94,10 @@ def compile_source(
         defines=dict(defines or {}),
         options=options or Options(),
     )
-    # The cyclic garbage collector is paused while the passes run: a compile
-    # allocates IR nodes by the hundred thousand (frozen trees, which form
-    # no cycles), and each of the collector's passes -- one per 700 new
-    # objects, walking whatever survived -- finds nothing to free; together
-    # they were 5-10% of a compile.  What a compile leaves cyclic (caught
-    # exceptions and their frames) is collected once it is done.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # The passes run with the cyclic garbage collector paused (`gc_paused`):
+    # a compile allocates IR nodes by the hundred thousand, frozen trees
+    # that form no cycles.  What a compile leaves cyclic (caught exceptions
+    # and their frames) is collected once it is done.
+    with gc_paused():
         module = pass_manager().run(None, ctx)
-    finally:
-        if collecting:
-            gc.enable()
     return CompileResult(module, ctx.artifacts.get("ptx"), ctx.artifacts.get("meta"), dict(ctx.timings))
