@@ -141,13 +141,19 @@ class _Expander:
     """Expands one kernel.  A helper's locals are renamed away from `outside`
     (the names the kernel itself uses) and `bound` (every variable bound so
     far, including earlier expansions' locals); fresh names avoid every name
-    `used` anywhere in the module."""
+    `used` anywhere in the module.
+
+    `renames` holds the renames of the helper body being expanded (old name
+    -> fresh name), applied to its names as they are met: the expansion of
+    a body is that of the body renamed, without a rewrite of the whole body
+    first (the body is rewritten again by the substitution anyway)."""
 
     def __init__(self, env: dict, used: set):
         self.globals = env
         self.names = NameGen(used)
         self.bound: set = set()
         self.outside: set = set()
+        self.renames: dict = {}
         self.binds: dict = {}  # id(helper) -> (helper, its loop variables, the names it assigns, early return)
 
     # -- expressions -------------------------------------------------------
@@ -157,16 +163,14 @@ class _Expander:
         and `**` splats expanded.  A helper call is an error here, or with
         `calls` raises `_HelperCall` for `value` to expand it."""
         Name, Call = ir.Name, ir.Call
+        cls = type(expr)
+        if cls is Name or cls in _LITERALS:  # (half of the expressions: an argument, a literal)
+            return self._name(expr, env) if cls is Name else expr
 
         def fn(node):
             cls = type(node)  # (IR classes have no subclasses)
             if cls is Name:
-                b = env.get(node.id)
-                if b is None or b.kind == "var":
-                    return node
-                if b.kind == "helper":
-                    raise TilecError(f"inline helper '{node.id}' is not a value", node.span)
-                return visit.evolve(b.value, span=node.span) if node.span else b.value
+                return self._name(node, env)
             if cls is Call:
                 b = env.get(node.func)
                 if b is not None and b.kind == "helper":
@@ -179,6 +183,40 @@ class _Expander:
             return node
 
         return visit.transform(expr, fn, only=_SUBSTITUTED)
+
+    def _name(self, node: ir.Name, env: dict) -> ir.Expr:
+        """A name (of the body being expanded) renamed and substituted: a
+        const's, meta's or parameter's value at the name's span; any other
+        name as it is."""
+        if self.renames:
+            node = self._renamed_name(node)
+        b = env.get(node.id)
+        if b is None or b.kind == "var":
+            return node
+        if b.kind == "helper":
+            raise TilecError(f"inline helper '{node.id}' is not a value", node.span)
+        return visit.evolve(b.value, span=node.span) if node.span else b.value
+
+    def _renamed_name(self, node: ir.Name) -> ir.Name:
+        new = self.renames.get(node.id)
+        return node if new is None else visit.evolve(node, id=new)
+
+    def _renamed(self, node: ir.Node) -> ir.Node:
+        """`node` of the body being expanded, renamed, for what is kept as
+        written (a branch not taken, a helper defined in the body) or is
+        expanded in two rewrites (`value`)."""
+        renames = self.renames
+        if not renames:
+            return node
+
+        def fn(n):
+            if type(n) is ir.Name:
+                new = renames.get(n.id)
+                return n if new is None else visit.evolve(n, id=new)
+            new = renames.get(n.var)  # (a For)
+            return n if new is None else visit.evolve(n, var=new)
+
+        return visit.transform(node, fn, only=_RENAMED)
 
     # -- statements --------------------------------------------------------
 
@@ -241,7 +279,14 @@ class _Expander:
                     return self.inline_value(node, env, stack, pre)
             return node
 
-        return self.subst(visit.transform(expr, fn), env)
+        # Renamed first, then rewritten with no renames: the values the
+        # calls return are the helpers' own, and take none of these.
+        expr, renames = self._renamed(expr), self.renames
+        self.renames = {}
+        try:
+            return self.subst(visit.transform(expr, fn), env)
+        finally:
+            self.renames = renames
 
     def stmt(self, s: ir.Stmt, env: dict, stack: tuple) -> list:
         pre: list = []
@@ -252,8 +297,8 @@ class _Expander:
         if isinstance(s, ir.AugAssign):
             value = self.value(s.value, env, stack, pre)
             if isinstance(s.target, ir.Name):
-                self._check_bindable(s.target.id, env, s.target.span)
-                target = s.target
+                target = self._renamed_name(s.target) if self.renames else s.target
+                self._check_bindable(target.id, env, target.span)
             else:
                 target = self.target(s.target, env, pre)
             return pre + [visit.evolve(s, target=target, value=value)]
@@ -269,7 +314,7 @@ class _Expander:
             return []
         if isinstance(s, ir.InlineDef):
             self._check_bindable(s.name, env, s.span)
-            env[s.name] = _Binding("helper", s)
+            env[s.name] = _Binding("helper", self._renamed(s))
             return []
         if isinstance(s, ir.ExprStmt):
             e = s.expr
@@ -279,11 +324,14 @@ class _Expander:
             return pre + [visit.evolve(s, expr=self.value(e, env, stack, pre))]
         if isinstance(s, ir.For):
             start, stop, step = (self.value(x, env, stack, pre) for x in (s.start, s.stop, s.step))
-            self._check_bindable(s.var, env, s.span)
-            self.bound.add(s.var)
+            var = self.renames.get(s.var, s.var)
+            self._check_bindable(var, env, s.span)
+            self.bound.add(var)
             inner = dict(env)
-            inner[s.var] = _VAR
-            return pre + [visit.evolve(s, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))]
+            inner[var] = _VAR
+            return pre + [
+                visit.evolve(s, var=var, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))
+            ]
         if isinstance(s, ir.If):
             cond = self.value(s.cond, env, stack, pre)
             decided = _constant_condition(cond)
@@ -292,8 +340,10 @@ class _Expander:
                 return pre + [visit.evolve(s, cond=cond, then=then, orelse=orelse)]
             # The branch not taken stays as written, unexpanded, until fold-constants drops it.
             if decided.value:
-                return pre + [visit.evolve(s, cond=decided, then=self.block(s.then, env, stack))]
-            return pre + [visit.evolve(s, cond=decided, orelse=self.block(s.orelse, env, stack))]
+                then, orelse = self.block(s.then, env, stack), tuple(map(self._renamed, s.orelse))
+            else:
+                then, orelse = tuple(map(self._renamed, s.then)), self.block(s.orelse, env, stack)
+            return pre + [visit.evolve(s, cond=decided, then=then, orelse=orelse)]
         if isinstance(s, ir.While):
             n = _helper_call(s.cond, env)
             if n is not None:
@@ -312,6 +362,8 @@ class _Expander:
     def target(self, t: ir.Expr, env: dict, pre: list) -> ir.Expr:
         """An assignment target: names are bound, stores have their indices expanded."""
         if isinstance(t, ir.Name):
+            if self.renames:
+                t = self._renamed_name(t)
             self._check_bindable(t.id, env, t.span)
             self.bound.add(t.id)
             env[t.id] = _VAR
@@ -375,7 +427,8 @@ class _Expander:
             tuple(visit.evolve(k, value=self.subst(k.value, env)) for k in call.kwargs)
         )
         values = self._bind_arguments(helper, call, args, kwargs)
-        body = self._rename_locals(helper, values, env)
+        renames = self._renames(helper, values, env)
+        body = helper.body
         body_env = dict(env)
         for p, v in values.items():
             body_env[p] = _Binding("param", v, helper.name)
@@ -390,8 +443,12 @@ class _Expander:
         if ret is not None:
             body = body[:-1]
         inner = stack + (helper.name,)
-        out = self.statements(body, body_env, inner)
-        value = None if ret is None else self.value(ret.value, body_env, inner, out)
+        outer, self.renames = self.renames, renames
+        try:
+            out = self.statements(body, body_env, inner)
+            value = None if ret is None else self.value(ret.value, body_env, inner, out)
+        finally:
+            self.renames = outer
         return out, value
 
     def _bind_arguments(self, helper: ir.InlineDef, call: ir.Call, args, kwargs) -> dict:
@@ -425,17 +482,16 @@ class _Expander:
 
     def _binds(self, helper: ir.InlineDef) -> tuple:
         """(the loop variables, the names assigned, the first `return` before
-        the last statement or None) of a helper's body, found in one walk
-        once per helper: a kernel expands the same helper many times.  (A
-        renamed body has its returns where the helper has them, with their
-        spans.)"""
+        the last statement or None) of a helper's body, found in one pass
+        over its statements once per helper: a kernel expands the same
+        helper many times."""
         hit = self.binds.get(id(helper))
         if hit is not None and hit[0] is helper:
             return hit[1:]
         loop_vars, assigned, early = set(), set(), None
         last = len(helper.body) - 1
         for position, s in enumerate(helper.body):
-            for n in visit.walk(s):
+            for n in visit.statements((s,)):  # (no statement is inside an expression)
                 if isinstance(n, ir.For):
                     loop_vars.add(n.var)
                 elif isinstance(n, ir.Assign):
@@ -447,35 +503,26 @@ class _Expander:
         self.binds[id(helper)] = (helper, loop_vars, assigned, early)  # the helper kept so its id stays its own
         return loop_vars, assigned, early
 
-    def _rename_locals(self, helper: ir.InlineDef, values: dict, env: dict) -> tuple:
-        """The helper's body with each variable it binds renamed to a fresh
-        name when the caller already uses that name (bound so far, used by
-        the kernel, or in an argument of this call) -- except a variable
-        the caller can see at the call (a "var" of `env`), which an
-        assignment in the helper updates.  Loop variables are always the
-        helper's own.  (Only the helper's own names are looked up: a kernel
-        expands helpers by the hundred, and most bind nothing that clashes.)"""
+    def _renames(self, helper: ir.InlineDef, values: dict, env: dict) -> dict:
+        """Old name -> fresh name for each variable the helper binds that
+        the caller already uses (bound so far, used by the kernel, or in an
+        argument of this call) -- except a variable the caller can see at
+        the call (a "var" of `env`), which an assignment in the helper
+        updates.  Loop variables are always the helper's own.  (Only the
+        helper's own names are looked up: a kernel expands helpers by the
+        hundred, and most bind nothing that clashes.)"""
         loop_vars, assigned, _ = self._binds(helper)
         local = loop_vars | {name for name in assigned if env.get(name, _NOT_BOUND).kind != "var"}
         own = local - set(helper.params)
         clashes = {name for name in own if name in self.bound or name in self.outside}
         if own - clashes:
             clashes |= (own - clashes) & set().union(*(_names_in(v) for v in values.values()))
-        renames = {name: self.names.fresh(name) for name in sorted(clashes)}
-        if not renames:
-            return helper.body
-
-        def fn(node):
-            if isinstance(node, ir.Name) and node.id in renames:
-                return visit.evolve(node, id=renames[node.id])
-            if isinstance(node, ir.For) and node.var in renames:
-                return visit.evolve(node, var=renames[node.var])
-            return node
-
-        return tuple(visit.transform(s, fn) for s in helper.body)
+        return {name: self.names.fresh(name) for name in sorted(clashes)}
 
 
 _SUBSTITUTED = frozenset({ir.Name, ir.Call, ir.Method})  # the nodes `subst` may change
+_RENAMED = frozenset({ir.Name, ir.For})  # the nodes a helper's locals are renamed in
+_LITERALS = frozenset({ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit})  # leaves `subst` keeps
 
 
 class _HelperCall(Exception):
