@@ -18,46 +18,60 @@ def _eq_getter(cls):
     return getter
 
 
-def _shape(node: ir.Node, ints: list) -> tuple:
-    """`node` with its integers left out, as a key (a flat tuple) that
-    compares equal exactly when two nodes would after every `Int` became
-    `Int(0)` (attrs equality: the class, then every field but the span);
-    the integers are appended to `ints` in walk (pre-)order.  Comparing keys
-    is one C-level tuple comparison, where rebuilt trees compared node by
-    node through attrs' `__eq__`; the key lists, in pre-order, each node's
-    class and then its fields (a tuple as `_TUPLE`, its length, its items),
-    which a node's class makes unambiguous (an element of constant indices
-    is one entry: its buffer and rank), and is built in one loop over an
-    explicit stack (a roll keys every statement a lowering builds, most of
-    which roll does not change)."""
-    key = []
-    stack = [node]
-    pop, push, extend = stack.pop, key.append, stack.extend
-    Node, Int, Index, Name, getters = ir.Node, ir.Int, ir.Index, ir.Name, _EQ_FIELDS
-    while stack:
-        v = pop()
-        cls = type(v)
-        if cls is Int:
-            ints.append(v.value)
-            push(Int)
-        elif cls is Index and type(v.base) is Name and all(type(i) is Int for i in v.indices):
-            # a register element (`buf[2, 5]`), most of what a lowering names: one entry
-            push((Index, v.base.id, len(v.indices)))
-            ints.extend([i.value for i in v.indices])
-        elif isinstance(v, Node):
-            push(cls)
-            try:
-                getter = getters[cls]
-            except KeyError:
-                getter = _eq_getter(cls)
-            extend(reversed(getter(v)))
-        elif cls is tuple:
-            push(_TUPLE)
-            push(len(v))
-            extend(reversed(v))
-        else:
-            push(v)
-    return tuple(key)
+def _shape(node: ir.Node, memo: dict) -> tuple:
+    """(key, integers) of `node`: the key (a flat tuple) compares equal
+    exactly when two nodes would after every `Int` became `Int(0)` (attrs
+    equality: the class, then every field but the span), and the integers
+    are its `Int` values in walk (pre-)order.  Comparing keys is one
+    C-level tuple comparison, where rebuilt trees compared node by node
+    through attrs' `__eq__`; the key lists, in pre-order, each node's class
+    and then its fields (a tuple as `_TUPLE`, its length, its items), which
+    a node's class makes unambiguous (an element of constant indices is one
+    entry: its buffer and rank).
+
+    `memo` (id -> (key, integers)) holds every node keyed so far in one
+    roll, whose statements are alive meanwhile (their ids stay theirs): a
+    lowering shares subtrees between its statements (a region's start, a
+    thread's offset along a dim, in each of a copy's hundred elements), and
+    each is walked once."""
+    cls = type(node)
+    if cls is _Int:
+        return (_Int,), (node.value,)
+    if cls is _Index and type(node.base) is _Name and all(type(i) is _Int for i in node.indices):
+        # a register element (`buf[2, 5]`), most of what a lowering names: one entry
+        found = ((_Index, node.base.id, len(node.indices)),), tuple([i.value for i in node.indices])
+    else:
+        key, ints = [cls], []
+        try:
+            getter = _EQ_FIELDS[cls]
+        except KeyError:
+            getter = _eq_getter(cls)
+        for v in getter(node):
+            _field(v, key, ints, memo)
+        found = tuple(key), tuple(ints)
+    memo[id(node)] = found
+    return found
+
+
+def _field(v, key: list, ints: list, memo: dict) -> None:
+    """A field's part of `_shape`'s key and integers, appended."""
+    if type(v) is _Int:
+        key.append(_Int)
+        ints.append(v.value)
+    elif isinstance(v, ir.Node):
+        k, i = memo.get(id(v)) or _shape(v, memo)
+        key += k
+        ints += i
+    elif type(v) is tuple:
+        key.append(_TUPLE)
+        key.append(len(v))
+        for item in v:
+            _field(item, key, ints, memo)
+    else:
+        key.append(v)
+
+
+_Int, _Index, _Name = ir.Int, ir.Index, ir.Name
 
 
 def _template(stmt: ir.Stmt, var: ir.Name, first: list, step: list, span) -> ir.Stmt:
@@ -93,8 +107,8 @@ def roll(ctx: DispatchContext, stmts: list, span, shortest: int = 3) -> list:
     only in integers, each changing by a fixed step, written as one `unroll`
     loop -- what an author would write; the unroll pass expands it again.
     `span` is the call's, the lowering's statements being built there."""
-    ints = [[] for _ in stmts]
-    shapes = [_shape(s, found) for s, found in zip(stmts, ints)]
+    memo: dict = {}
+    shapes, ints = zip(*[_shape(s, memo) for s in stmts]) if stmts else ((), ())
     out = []
     for i, j, step in _runs(shapes, ints, shortest):
         if step is None:
