@@ -7,14 +7,17 @@ at its call.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from tilec.compiler import ir, visit
 from tilec.compiler.affine import linear
 from tilec.compiler.fold import fold_expr
-from tilec.compiler.region import plus as add
+from tilec.compiler.region import Region, plus as add
 
-__all__ = ["add", "assign", "conj", "const", "copy_vec", "difference", "floordiv", "guarded", "located", "mod", "mul"]
+__all__ = [
+    "add", "assign", "conj", "const", "copy_vec", "difference", "floordiv", "guarded", "located", "located_elements",
+    "mod", "mul",
+]
 
 
 def const(e: ir.Expr) -> Optional[int]:
@@ -121,3 +124,35 @@ def located(node: ir.Node, span: Optional[ir.Span], memo: Optional[dict] = None)
         return new
 
     return fn(node)
+
+
+def located_elements(r: Region, span: ir.Span, dims: Optional[Sequence[int]] = None) -> Callable:
+    """`located(r.element(index), span)` as a function of `index`, for a
+    lowering that names many elements of one region with index expressions
+    it shares between them (a register copy's hundred elements of memory,
+    built from a few offsets of the thread per dim, which
+    `register_storage.region_index` shares): each dim's coordinate for each
+    index expression (keyed by its id, the expression kept so that the id
+    stays its) is added to the start and placed once, and the elements,
+    built at `span` of placed parts, need no walk in `located`.  `index`
+    has one expression per dim of `dims` (the region's dims by default; a
+    broadcast operand moves along fewer), the other dims stay at their
+    start."""
+    memo: dict = {}
+    name = ir.Name(r.name, span=span)
+    starts = r.starts
+    placed = [located(s, span, memo) for s in starts]
+    made: dict = {}  # (dim, id(index expression)) -> (the expression, the coordinate at span)
+    dims = r.dims if dims is None else dims
+
+    def element(index: Sequence[ir.Expr]) -> ir.Index:
+        coord = list(placed)
+        for d, i in zip(dims, index):
+            key = (d, id(i))
+            found = made.get(key)
+            if found is None:
+                found = made[key] = (i, located(add(starts[d], i), span, memo))
+            coord[d] = found[1]
+        return ir.Index(name, tuple(coord), span=span)
+
+    return element

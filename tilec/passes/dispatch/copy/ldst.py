@@ -50,7 +50,7 @@ from tilec.compiler import ir, records
 from tilec.compiler.fold import fold_expr
 from tilec.passes.dispatch.copy.operands import copy_operands, oob_fill
 from tilec.compiler.region import Region, extent_expr
-from tilec.passes.dispatch.build import assign, conj, copy_vec, guarded
+from tilec.passes.dispatch.build import assign, conj, copy_vec, guarded, located_elements
 from tilec.passes.dispatch.register_storage import (
     axis_exprs,
     check_scope,
@@ -131,16 +131,18 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
     # where the region lies past a uniform dim's end, it is read from 0 there instead
     clamped = records.evolve(mem, starts=tuple(
         ir.Select(uniform[d], s, ir.Int(0)) if d in uniform else s for d, s in enumerate(mem.starts)))
+    allowed: dict = {}  # width -> whether the region (its layout, start and edge) allows it, for every register
+    mem_element = located_elements(mem, op.span)
     done, stmts = set(), []
     for h in held:
         if h.slot in done:
             continue
         index = h.index
-        mem_elem = mem.element(index)
+        mem_elem = mem_element(index)
         v = 1
         for w in widths(eb) if vectors else ():
-            if w > 1 and _register_run(by_slot, h, w, done) and vector_ok(mem, w, divisors) \
-                    and divisors.of(mem_elem.indices[-1]) % w == 0 and divisors.of(last) % w == 0:
+            if w > 1 and _register_run(by_slot, h, w, done) and _allowed(allowed, w, mem, divisors, last) \
+                    and divisors.of(mem_elem.indices[-1]) % w == 0:
                 v = w
                 break
         reg_elem = register_element(reg.buffer, h.coord, op.span)
@@ -159,6 +161,16 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
             stmts += _zeroed(reg.buffer, h, v, by_slot, inside)
     writer = None if to_registers else st.first_copy(axes)
     return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts, op.span))
+
+
+def _allowed(allowed: dict, w: int, mem: Region, divisors: Divisors, last: ir.Expr) -> bool:
+    """Whether `mem` moves in vectors of `w` wherever a thread's registers
+    hold a run of them (the start of the run aside), worked out on the
+    first such run and kept in `allowed` for the copy's others."""
+    ok = allowed.get(w)
+    if ok is None:
+        ok = allowed[w] = vector_ok(mem, w, divisors) and divisors.of(last) % w == 0
+    return ok
 
 
 def _edge_tests(mem: Region, divisors: Divisors):

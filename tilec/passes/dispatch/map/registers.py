@@ -28,7 +28,7 @@ from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import assignable, value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
 from tilec.compiler.region import Region
-from tilec.passes.dispatch.build import add, assign, guarded
+from tilec.passes.dispatch.build import assign, guarded, located_elements
 from tilec.passes.dispatch.operands import bind, region
 from tilec.passes.dispatch.register_storage import (
     axis_exprs,
@@ -125,13 +125,16 @@ def lower(op, ctx):
         dims = _aligned(dst, src, op.span)
         if src.name == dst.name and src.expr != dst.expr and src.starts != dst.starts:
             raise TilecError(f"map: '{print_expr(ref)}' overlaps the destination at another position", ref.span or op.span)
-        per_operand[id(ref)] = _elements(src, dims, dst, sd, held, starts, threads)
+        per_operand[id(ref)] = _elements(src, dims, dst, sd, held, starts, threads, op.span)
     stmts = []
+    want = value_type_of_dtype(dst.dtype)
+    convert = None  # whether the value needs converting: the same for every element (each operand's is its dtype)
     for k, h in enumerate(held):
         elems = {key: values[k] for key, values in per_operand.items()}
         computed = _substitute(value, elems)
-        want = value_type_of_dtype(dst.dtype)
-        if not assignable(syms.type_of(computed), want, computed):
+        if convert is None:
+            convert = not assignable(syms.type_of(computed), want, computed)
+        if convert:
             computed = ir.Call("convert", (computed, ir.DTypeLit(want)))
         stmts.append(assign(register_element(dst.buffer, h.coord, op.span), computed))
     return guarded(sd.guard(threads, axis_exprs(sd, threads)), roll(ctx, stmts, op.span))
@@ -145,23 +148,20 @@ def _substitute(value: ir.Expr, elems: Dict[int, ir.Expr]) -> ir.Expr:
     return visit.map_children(value, lambda c: _substitute(c, elems))
 
 
-def _elements(src: Region, dims: list, dst: Region, sd, held, starts, threads) -> list:
-    """The element of `src` each held destination element reads."""
+def _elements(src: Region, dims: list, dst: Region, sd, held, starts, threads, span) -> list:
+    """The element of `src` each held destination element reads, built at
+    `span` (the call's, where dispatch places what a lowering builds)."""
     if src.is_local:
-        return _register_elements(src, dims, dst, sd, held, starts, threads)
+        return _register_elements(src, dims, dst, sd, held, starts, threads, span)
     if src.scope == "tmem":
         raise Decline(f"'{src.name}' is in tensor memory; copy it to registers first")
-    out = []
-    for h in held:
-        index = [ir.Int(0)] * len(dst.extents)
-        for k, d in enumerate(dst.dims):
-            index[d] = h.index[k]
-        coord = tuple(s if i is None else add(s, index[i]) for s, i in zip(src.starts, dims))
-        out.append(ir.Index(ir.Name(src.name), coord))
-    return out
+    # the src dims that move with a destination dim, and that dim's place in the held index
+    moving = [(j, dst.dims.index(i)) for j, i in enumerate(dims) if i is not None]
+    element = located_elements(src, span, [j for j, _ in moving])
+    return [element([h.index[k] for _, k in moving]) for h in held]
 
 
-def _register_elements(src: Region, dims: list, dst: Region, sd, held, starts, threads) -> list:
+def _register_elements(src: Region, dims: list, dst: Region, sd, held, starts, threads, span) -> list:
     so = storage(src.buffer, threads, replicated=True)
     sstarts = src.const_starts()
     if sstarts is None:
@@ -178,5 +178,5 @@ def _register_elements(src: Region, dims: list, dst: Region, sd, held, starts, t
         coord = tuple(s if i is None else s + h.coord[i] - starts[i] for s, i in zip(sstarts, dims))
         if coord not in slot_of:
             raise Decline(f"thread 0 holds {dst.name}{list(h.coord)} but not {src.name}{list(coord)}")
-        out.append(register_element(src.buffer, coord))
+        out.append(register_element(src.buffer, coord, span))
     return out
