@@ -396,28 +396,32 @@ def _find_held_slots(reg: Region, st: Storage, starts: tuple) -> tuple:
     return tuple(out)
 
 
-def follows(follower: Storage, leader: Storage, project, key) -> bool:
+def follows(follower: Storage, leader: Storage, source: tuple) -> bool:
     """Whether every thread holding elements of `leader` holds, in
     `follower`, the elements it needs, moved as its leader elements move:
-    for each thread position, `follower`'s shift is `project(leader's
-    shift)`.  With thread 0's correspondence (checked by the caller, slot
-    by slot) that makes one register name right in every thread.
+    for each thread position, `follower`'s shift along its dim d is
+    `leader`'s shift along dim `source[d]` (0 where `source[d]` is None: a
+    dim the leader's moves do not reach).  With thread 0's correspondence
+    (checked by the caller, slot by slot) that makes one register name
+    right in every thread.
 
-    `key` (hashable) names the projection: the answer, a walk over every
-    thread position, is kept with `leader` (`Storage.answers`) for every
-    call that asks it again of the same buffers."""
-    memo = ("follows", id(follower), key)
+    The answer, a walk over every thread position, is kept with `leader`
+    (`Storage.answers`, keyed by the follower and `source`, which is the
+    projection itself) for every call that asks it again of the same
+    buffers."""
+    memo = ("follows", id(follower), source)
     found = leader.answers.get(memo)
     if found is None:
-        found = leader.answers[memo] = (follower, _follows(follower, leader, project))  # follower kept: its id
+        found = leader.answers[memo] = (follower, _follows(follower, leader, source))  # follower kept: its id
     return found[1]
 
 
-def _follows(follower: Storage, leader: Storage, project) -> bool:
+def _follows(follower: Storage, leader: Storage, source: tuple) -> bool:
     for p in leader.positions():
         if not all(p.get(axis, 0) < n for axis, n in follower.used):
             return False
-        if follower.thread_offset(p) != tuple(project(leader.thread_offset(p))):
+        shift = leader.thread_offset(p)
+        if follower.thread_offset(p) != tuple(0 if s is None else shift[s] for s in source):
             return False
     return True
 

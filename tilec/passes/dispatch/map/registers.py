@@ -166,7 +166,7 @@ def _register_elements(src: Region, dims: list, dst: Region, sd, held, starts, t
     sstarts = src.const_starts()
     if sstarts is None:
         raise Decline(f"the region of register buffer '{src.name}' must have compile-time bounds")
-    if not follows(so, sd, lambda shift: [0 if i is None else shift[i] for i in dims], ("dims", tuple(dims))):
+    if not follows(so, sd, tuple(dims)):
         raise Decline(
             f"'{src.name}' is not held where '{dst.name}' is: some thread holds elements of "
             f"'{dst.name}' without the elements of '{src.name}' they read (a register operand "

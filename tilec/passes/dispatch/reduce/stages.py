@@ -137,13 +137,11 @@ def plan(op: TileOp, ctx: DispatchContext) -> Reduction:
     hint = (
         f"give '{dst.name}' the layout reduce_layout(<layout of {src.name}>, {tuple(src.buffer.shape)}, {tuple(axes)})"
     )
-    def project(shift):  # a move of the source's rows as a move of the destination
-        want = [0] * len(dst.extents)
-        for d, s in zip(dst.dims, kept):
-            want[d] = shift[s]
-        return want
-
-    if not follows(sd, ss, project, ("rows", tuple(dst.dims), tuple(kept), len(dst.extents))):
+    # a move of the source's rows as a move of the destination: each destination dim's source dim
+    source = [None] * len(dst.extents)
+    for d, s in zip(dst.dims, kept):
+        source[d] = s
+    if not follows(sd, ss, tuple(source)):
         raise Decline(f"'{dst.name}' does not hold, in every thread, the results of the rows that thread reduces; {hint}")
     slot_of = sd.slot_of()
     index = region_index(src, ss, axis_exprs(ss, threads))
