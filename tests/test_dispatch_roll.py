@@ -42,3 +42,26 @@ def located(stmts) -> list:
 def test_roll_rows_writes_what_roll_writes(rows):
     stmts = [build(kind, values) for kind, values in rows]
     assert located(roll_rows(ctx(), rows, build, SPAN)) == located(roll(ctx(), stmts, SPAN))
+
+
+def register_copy(coords) -> list:
+    """A register copy's statements, as ldst writes them: register
+    `r[coord]` from memory at an offset that moves with it."""
+    def stmt(row, col):
+        mem = ir.Index(ir.Name("m"), (ir.Binary("+", ir.Name("t"), ir.Int(row)), ir.Int(col)))
+        return ir.Assign((ir.Index(ir.Name("r"), (ir.Int(row), ir.Int(col))),), mem)
+    return [stmt(*c) for c in coords]
+
+
+@pytest.mark.parametrize("coords", [
+    [(0, 0), (0, 1), (8, 0), (8, 1), (0, 8), (0, 9), (8, 8), (8, 9)],  # a wgmma fragment's: no run
+    [(0, k) for k in range(6)],  # one run
+    [(0, 0), (8, 0), (0, 1), (0, 2), (0, 3), (8, 8)],  # a run in the middle
+    [(0, 0), (0, 1)],  # too short
+    [],
+])
+def test_roll_with_anchors_writes_what_roll_writes(coords):
+    """The registers' coordinates as anchors spare the keying where no
+    run can be, and change nothing where one is."""
+    stmts = register_copy(coords)
+    assert located(roll(ctx(), stmts, SPAN, anchors=list(coords))) == located(roll(ctx(), stmts, SPAN))

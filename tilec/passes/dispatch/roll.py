@@ -1,6 +1,8 @@
 """Readable output: repetitive statements written back as `unroll` loops."""
 from __future__ import annotations
 
+from typing import Optional
+
 import attrs
 
 from tilec.compiler import ir, visit
@@ -102,11 +104,22 @@ def _moving(var: ir.Name, step: int, first: int, span) -> ir.Expr:
     return located(add(mul(var, step), first), span)
 
 
-def roll(ctx: DispatchContext, stmts: list, span, shortest: int = 3) -> list:
+def roll(ctx: DispatchContext, stmts: list, span, shortest: int = 3, anchors: Optional[list] = None) -> list:
     """`stmts` with every run of `shortest` or more statements that differ
     only in integers, each changing by a fixed step, written as one `unroll`
     loop -- what an author would write; the unroll pass expands it again.
-    `span` is the call's, the lowering's statements being built there."""
+    `span` is the call's, the lowering's statements being built there.
+
+    `anchors` (a tuple of integers per statement) lets a lowering that
+    knows some of each statement's integers spare the keying of all of
+    them where no run can be: integers of the statement (the coordinate of
+    the register it names, say) found at the same place in every statement
+    of the same shape.  In a run they step evenly, as all its integers do;
+    where no `shortest` consecutive anchors do, there is no run, and
+    `stmts` are returned as they are (a register copy of a wgmma fragment,
+    whose registers hold rows 0 and 8 in turn, rolls nothing)."""
+    if anchors is not None and not _may_run(anchors, shortest):
+        return list(stmts)
     memo: dict = {}
     shapes, ints = zip(*[_shape(s, memo) for s in stmts]) if stmts else ((), ())
     out = []
@@ -141,6 +154,23 @@ def roll_rows(ctx: DispatchContext, rows: list, build, span, shortest: int = 3) 
             values = [v if d == 0 else _moving(var, d, v, span) for v, d in zip(ints[i], step)]
             out.append(ir.For(var.id, "unroll", ir.Int(0), ir.Int(j - i), ir.Int(1), (build(kinds[i], values),)))
     return out
+
+
+def _may_run(anchors: list, shortest: int) -> bool:
+    """Whether some `shortest` consecutive `anchors` (tuples of integers)
+    step evenly: one step, the same from each to the next."""
+    for i in range(len(anchors) - shortest + 1):
+        first, second = anchors[i], anchors[i + 1]
+        if len(first) != len(second):
+            continue
+        step = [b - a for a, b in zip(first, second)]
+        for k in range(i + 2, i + shortest):
+            here, before = anchors[k], anchors[k - 1]
+            if len(here) != len(first) or any(b - a != d for a, b, d in zip(before, here, step)):
+                break
+        else:
+            return True
+    return False
 
 
 def _runs(keys: list, ints: list, shortest: int):

@@ -133,7 +133,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
         ir.Select(uniform[d], s, ir.Int(0)) if d in uniform else s for d, s in enumerate(mem.starts)))
     allowed: dict = {}  # width -> whether the region (its layout, start and edge) allows it, for every register
     mem_element = located_elements(mem, op.span)
-    done, stmts = set(), []
+    done, stmts, registers = set(), [], []  # registers: the coordinate of the register each statement names
     for h in held:
         if h.slot in done:
             continue
@@ -157,10 +157,13 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
             stmts.append(copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v))
         else:
             stmts.append(assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem))
+        registers.append(h.coord)
         if inside is not None and oob == "zero":
             stmts += _zeroed(reg.buffer, h, v, by_slot, inside)
+            registers += [by_slot[h.slot + k].coord for k in range(v)]
     writer = None if to_registers else st.first_copy(axes)
-    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), roll(ctx, stmts, op.span))
+    stmts = roll(ctx, stmts, op.span, anchors=registers)  # each statement names one register, at one place per kind
+    return guarded(conj([c for c in (st.guard(threads, axes), writer) if c is not None]), stmts)
 
 
 def _allowed(allowed: dict, w: int, mem: Region, divisors: Divisors, last: ir.Expr) -> bool:

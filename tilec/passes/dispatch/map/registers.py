@@ -137,7 +137,8 @@ def lower(op, ctx):
         if convert:
             computed = ir.Call("convert", (computed, ir.DTypeLit(want)))
         stmts.append(assign(register_element(dst.buffer, h.coord, op.span), computed))
-    return guarded(sd.guard(threads, axis_exprs(sd, threads)), roll(ctx, stmts, op.span))
+    stmts = roll(ctx, stmts, op.span, anchors=[h.coord for h in held])  # each statement assigns its register
+    return guarded(sd.guard(threads, axis_exprs(sd, threads)), stmts)
 
 
 def _substitute(value: ir.Expr, elems: Dict[int, ir.Expr]) -> ir.Expr:
