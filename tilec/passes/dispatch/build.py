@@ -77,8 +77,10 @@ def difference(stop: ir.Expr, start: ir.Expr) -> Optional[int]:
     return d.const if d.is_const else None
 
 
-def copy_vec(dst: ir.Index, src: ir.Index, v: int) -> ir.Stmt:
-    return ir.ExprStmt(ir.Call("copy_vec", (dst, src, ir.Int(v))))
+def copy_vec(dst: ir.Index, src: ir.Index, v: int, span: Optional[ir.Span] = None) -> ir.Stmt:
+    """`copy_vec(dst, src, v)`, at `span` when given (`dst` and `src`
+    then placed there already: `located` keeps the statement as it is)."""
+    return ir.ExprStmt(ir.Call("copy_vec", (dst, src, ir.Int(v, span=span)), span=span), span=span)
 
 
 def assign(dst: ir.Expr, value: ir.Expr, span: Optional[ir.Span] = None) -> ir.Stmt:

@@ -153,10 +153,11 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
             mem_elem = ir.Index(mem_elem.base, tuple(
                 ir.Select(ir.Binary("<", c, ragged[d]), c, ir.Int(0)) if d in ragged else c
                 for d, c in enumerate(clamped.element(index).indices)))
+        at = op.span if inside is None else None  # both elements placed at the call (a clamped one is not)
         if v > 1:
-            stmts.append(copy_vec(reg_elem, mem_elem, v) if to_registers else copy_vec(mem_elem, reg_elem, v))
+            stmts.append(copy_vec(reg_elem, mem_elem, v, at) if to_registers else copy_vec(mem_elem, reg_elem, v, at))
         else:
-            stmts.append(assign(reg_elem, mem_elem) if to_registers else assign(mem_elem, reg_elem))
+            stmts.append(assign(reg_elem, mem_elem, at) if to_registers else assign(mem_elem, reg_elem, at))
         registers.append(h.coord)
         if inside is not None and oob == "zero":
             stmts += _zeroed(reg.buffer, h, v, by_slot, inside)

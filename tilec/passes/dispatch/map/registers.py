@@ -28,7 +28,7 @@ from tilec.compiler.printer import print_expr
 from tilec.compiler.symbols import assignable, value_type_of_dtype
 from tilec.passes.dispatch import FAMILIES, Decline, predicate, register
 from tilec.compiler.region import Region
-from tilec.passes.dispatch.build import assign, guarded, located_elements
+from tilec.passes.dispatch.build import assign, guarded, located, located_elements
 from tilec.passes.dispatch.operands import bind, region
 from tilec.passes.dispatch.register_storage import (
     axis_exprs,
@@ -119,24 +119,29 @@ def lower(op, ctx):
     sd = storage(dst.buffer, threads, replicated=True)
     held = held_elements(dst, sd, axis_exprs(sd, threads))
     starts = dst.const_starts()
-    per_operand: Dict[int, list] = {}
+    span = op.span
+    elements = []  # per operand, the element each held one reads
     for ref in _operands(value, syms):
         src = region(ref, syms, "an operand of map")
-        dims = _aligned(dst, src, op.span)
+        dims = _aligned(dst, src, span)
         if src.name == dst.name and src.expr != dst.expr and src.starts != dst.starts:
-            raise TilecError(f"map: '{print_expr(ref)}' overlaps the destination at another position", ref.span or op.span)
-        per_operand[id(ref)] = _elements(src, dims, dst, sd, held, starts, threads, op.span)
+            raise TilecError(f"map: '{print_expr(ref)}' overlaps the destination at another position", ref.span or span)
+        elements.append(_elements(src, dims, dst, sd, held, starts, threads, span))
+    # the value placed at the call once (its operands, in the same order, stand for their elements), so
+    # that each statement is built placed, of placed parts, and `located` walks none of them
+    placed = located(value, span)
+    per_operand: Dict[int, list] = {id(ref): values for ref, values in zip(_operands(placed, syms), elements)}
     stmts = []
     want = value_type_of_dtype(dst.dtype)
     convert = None  # whether the value needs converting: the same for every element (each operand's is its dtype)
     for k, h in enumerate(held):
         elems = {key: values[k] for key, values in per_operand.items()}
-        computed = _substitute(value, elems)
+        computed = _substitute(placed, elems)
         if convert is None:
             convert = not assignable(syms.type_of(computed), want, computed)
         if convert:
-            computed = ir.Call("convert", (computed, ir.DTypeLit(want)))
-        stmts.append(assign(register_element(dst.buffer, h.coord, op.span), computed))
+            computed = ir.Call("convert", (computed, ir.DTypeLit(want, span=span)), span=span)
+        stmts.append(assign(register_element(dst.buffer, h.coord, span), computed, span))
     stmts = roll(ctx, stmts, op.span, anchors=[h.coord for h in held])  # each statement assigns its register
     return guarded(sd.guard(threads, axis_exprs(sd, threads)), stmts)
 
