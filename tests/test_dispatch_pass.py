@@ -186,3 +186,30 @@ def test_map_children_replaces_other_fields_in_the_same_rebuild():
     new = visit.map_children(node, lambda n: ir.Name("b") if n == ir.Name("a") else n, span=span)
     assert (new, new.span, new.rhs is node.rhs) == (ir.Binary("+", ir.Name("b"), ir.Int(1)), span, True)
     assert visit.map_children(node, lambda n: n) is node  # nothing changed, nothing asked: the same node
+
+
+def test_located_elements_place_what_located_places():
+    """`build.located_elements` builds, for each index, the element
+    `located(r.element(index), span)` would (spans included: a start the
+    program wrote keeps its own), each coordinate built once for the
+    elements that share its index expression."""
+    from tilec.compiler.region import Region
+    from tilec.compiler.symbols import Buffer
+    from tilec.passes.dispatch.build import located, located_elements
+
+    at, call = ir.Span("k.tile", 2, 5, 2, 9), ir.Span("k.tile", 7, 1, 7, 30)
+    k = ir.Name("k", span=at)
+    expr = ir.Index(ir.Name("W", span=at), (k, ir.Slice(ir.Int(64), ir.Int(128)), ir.Slice(None, None)), span=at)
+    r = Region.read(expr, Buffer("W", "f32", (4, 128, 64), "global"))
+    lane = ir.Name("lane")
+    rows = [ir.Binary("//", lane, ir.Int(4)), ir.Binary("+", ir.Int(8), ir.Binary("//", lane, ir.Int(4)))]
+    cols = [ir.Binary("+", ir.Int(c), ir.Binary("*", ir.Binary("%", lane, ir.Int(4)), ir.Int(2))) for c in (0, 1, 8)]
+    element = located_elements(r, call)
+    built = [element((row, col)) for row in rows for col in cols]
+    want = [located(r.element((row, col)), call) for row in rows for col in cols]
+    assert [[(n, n.span) for n in visit.walk(e)] for e in built] == [[(n, n.span) for n in visit.walk(e)] for e in want]
+    assert built[0].indices[0].span is at  # the program's start, as written
+    assert built[0].indices[1] is built[1].indices[1]  # one coordinate for the row's elements
+    broadcast = located_elements(r, call, dims=(2,))(cols[:1])  # moves along the last dim only
+    assert [(n, n.span) for n in visit.walk(broadcast)] == [
+        (n, n.span) for n in visit.walk(located(ir.Index(ir.Name("W"), (k, ir.Int(64), cols[0])), call))]
