@@ -33,12 +33,13 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.intrinsics import TCGEN05_LD_DTYPES
 from tilec.compiler.printer import print_expr
+from tilec.compiler.region import Region
 from tilec.passes.dispatch.copy_async.operands import operand_pair
 from tilec.passes.dispatch.build import add, mul
 from tilec.passes.dispatch.operands import same_shape
-from tilec.passes.dispatch.register_storage import register_element, storage
+from tilec.passes.dispatch.register_storage import Storage, register_element, storage
 from tilec.passes.dispatch.threads import Threads, narrowing_guard
-from tilec.passes.dispatch.placement import place
+from tilec.passes.dispatch.placement import Placed, place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 from tilec.passes.dispatch.tmem import routed, tmem_address, tmem_base, tmem_columns
 
@@ -115,38 +116,7 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     replicated = routed(t.layout)
     if t.layout.replica and not replicated:
         raise TilecError(f"{name}: a replicated tile is read from R[4:32@TLane] only, got {t.layout}")
-    lanes, cols = t.grid("TLane"), t.grid("TCol")
-    column: Dict[int, int] = {}  # slot -> TCol (elements), the same in every thread
-    quarter = set()
-    held0 = None
-    for pos in st.positions():
-        held = set()
-        l, w = pos["laneid"], pos.get("wid_in_wg", 0)
-        for s, c in enumerate(st.slots):
-            if c is None:
-                continue
-            coord = st.coordinate(s, pos)
-            if not all(a <= x < a + e for x, a, e in zip(coord, starts, dst.extents)):
-                continue
-            idx = tuple(coord[d] - starts[d] for d in dst.dims)
-            lane, col = int(lanes[idx]), int(cols[idx])
-            own = lane == l if replicated else (lane == 32 * w + l if scope == "wg" else lane % 32 == l)
-            if not own:
-                raise TilecError(
-                    f"{regs_name}: thread {32 * w + l} holds element {coord}, which is in tensor-memory lane "
-                    f"{lane}; tcgen05.ld gives lane l of a warp's quarter to its thread l ({t.layout})"
-                )
-            quarter.add(lane // 32)
-            if column.setdefault(s, col) != col:
-                raise TilecError(
-                    f"{regs_name}: register {s} holds column {column[s]} in one thread and {col} in another; "
-                    "one load fills a register from the same column in every lane"
-                )
-            held.add(s)
-        if held0 is None:
-            held0 = held
-        elif held != held0:
-            raise TilecError(f"{regs_name}: the threads hold different registers of the region; copy whole rows")
+    column, held0, quarter = _lanes_and_columns(st, dst, starts, t, scope, replicated, regs_name)
     if scope == "warp" and not replicated and len(quarter) != 1:
         raise TilecError(
             f"{name}: one warp reads one 32-lane quarter, the tile spans lanes of quarters {sorted(quarter)}"
@@ -186,3 +156,93 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         stmts.append(ir.ExprStmt(ir.Call("ptx.tcgen05.ld", (ir.TupleExpr(tuple(elems)), taddr), kw)))
         i += num
     return stmts
+
+
+def _lanes_and_columns(st: Storage, dst: Region, starts: tuple, t: Placed, scope: str, replicated: bool,
+                       regs_name: str) -> tuple:
+    """Check that every thread holds the elements of its own tensor-memory
+    lane, each register the same column in every thread, and every thread
+    the same registers; return (the column of each register held, those
+    registers, the lane quarters the threads read).
+
+    A thread holds in register s the element `st.slots[s]` moved by its
+    shift, which is nonzero on the dims `st.terms` name only, and an
+    element's lane and column are a sum of one offset per region dim.  So
+    the registers fall into classes by their coordinate on those moved dims:
+    in a class, an element's lane is a part of the register plus a part of
+    the thread, and whether a thread holds it depends on the register's
+    other dims and the thread's.  The walk goes thread by thread and, per
+    thread, class by class (not register by register: a 128 x 128 tile is
+    16,384 elements, and the 128 registers of one class hold the same
+    row), and raises at the first thread, and in it the first register,
+    that an element-by-element walk would."""
+    moved = sorted({term.dim for term in st.terms})
+    local = {d: i for i, d in enumerate(dst.dims)}  # buffer dim -> dim of the placement
+    lane_lines = [t.line(i, "TLane") for i in range(len(dst.dims))]
+    col_lines = [t.line(i, "TCol") for i in range(len(dst.dims))]
+    ends = [a + e for a, e in zip(starts, dst.extents)]
+    still = [d for d in range(len(starts)) if d not in moved]
+    exact = replicated or scope == "wg"  # a lane is its thread's own, not only in the quarter
+
+    classes: Dict[tuple, list] = {}  # coordinate on the moved dims -> [(slot, lane part, column part)]
+    for s, c in enumerate(st.slots):
+        if c is None or not all(starts[d] <= c[d] < ends[d] for d in still):
+            continue
+        lane, col = t.base.get("TLane", 0), t.base.get("TCol", 0)
+        for d in still:
+            if d in local:
+                lane += lane_lines[local[d]][c[d] - starts[d]]
+                col += col_lines[local[d]][c[d] - starts[d]]
+        classes.setdefault(tuple(c[d] for d in moved), []).append((s, lane, col))
+    # per class, the first register whose lane part differs from the class's first (in a quarter, unless exact):
+    # in a thread holding the class, that is the first register of its own lane, if the first is
+    odd = {key: next((e for e in entries if (e[1] != entries[0][1] if exact else (e[1] - entries[0][1]) % 32)),
+                     None) for key, entries in classes.items()}
+    lane_parts = {key: {e[1] for e in entries} for key, entries in classes.items()}
+
+    def not_own(s: int, pos: dict, lane: int) -> str:
+        return (f"{regs_name}: thread {32 * pos.get('wid_in_wg', 0) + pos['laneid']} holds element "
+                f"{st.coordinate(s, pos)}, which is in tensor-memory lane {lane}; tcgen05.ld gives lane l of a "
+                f"warp's quarter to its thread l ({t.layout})")
+
+    first_col: Dict[tuple, int] = {}  # class -> the column part its first holder adds
+    quarter = set()
+    held0 = None
+    for pos in st.positions():
+        l, w = pos["laneid"], pos.get("wid_in_wg", 0)
+        want = l if replicated else 32 * w + l
+        shift = st.thread_offset(pos)
+        held = []
+        fail = None  # (slot, message) at the first register that breaks a rule
+        for key, entries in classes.items():
+            coord = [x + shift[d] for d, x in zip(moved, key)]
+            if not all(starts[d] <= x < ends[d] for d, x in zip(moved, coord)):
+                continue
+            lane, col = 0, 0
+            for d, x in zip(moved, coord):
+                if d in local:
+                    lane += lane_lines[local[d]][x - starts[d]]
+                    col += col_lines[local[d]][x - starts[d]]
+            s, a, c = entries[0]
+            if (a + lane != want) if exact else (a + lane) % 32 != l:
+                found = s, not_own(s, pos, a + lane)
+            elif first_col.setdefault(key, col) != col:
+                found = s, (f"{regs_name}: register {s} holds column {c + first_col[key]} in one thread and "
+                            f"{c + col} in another; one load fills a register from the same column in every lane")
+            elif odd[key] is not None:
+                found = odd[key][0], not_own(odd[key][0], pos, odd[key][1] + lane)
+            else:
+                found = None
+            if found is not None and (fail is None or found[0] < fail[0]):
+                fail = found
+            quarter |= {(a + lane) // 32 for a in lane_parts[key]}
+            held.append(key)
+        if fail is not None:
+            raise TilecError(fail[1])
+        if held0 is None:
+            held0 = held
+        elif held != held0:
+            raise TilecError(f"{regs_name}: the threads hold different registers of the region; copy whole rows")
+    column = {s: c + first_col[key] for key in held0 or () for s, _, c in classes[key]}
+    # a set filled in register order, as the element walk filled it: `lower` reads it in the set's order
+    return column, set(sorted(column)), quarter
