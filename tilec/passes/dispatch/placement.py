@@ -8,9 +8,11 @@ region?  `place` answers it once, as one table per region dim (the offsets
 are a sum over dims, because a layout's iterators split each dim on its
 own), plus the part that depends on run-time starts.
 
-The tables are plain lists: a Hopper or sm_80 compile never imports numpy
-(tests/test_compile_speed.py).  `grid`, which only the Blackwell variants
-use, builds a numpy array on demand.
+The tables are plain lists, and the checks built on them go by line: an
+offset being a sum over dims, a rule of the form "element (i, j) sits at f(i)
+plus g(j)" holds on every element when it holds along the first row and the
+first column, so a variant checks M + N offsets, not M x N.  No compile
+imports numpy (tests/test_compile_speed.py).
 """
 from __future__ import annotations
 
@@ -66,21 +68,37 @@ class Placed:
     def shape(self) -> tuple:
         return tuple(self.region.extents[d] for d in self.dims)
 
-    def grid(self, axis: str) -> "np.ndarray":  # noqa: F821
-        """The compile-time offset on `axis` of every element, over the
-        region's shape."""
-        import numpy as np
-        out = np.full(self.shape, self.base.get(axis, 0), dtype=np.int64)
-        for i, t in enumerate(self.tables):
-            if axis in t:
-                view = [1] * len(self.shape)
-                view[i] = -1
-                out = out + np.reshape(np.asarray(t[axis], dtype=np.int64), view)
-        return out
-
     def line(self, i: int, axis: str) -> List[int]:
         """The offsets along local dim i on `axis` (zeros when it does not move it)."""
         return list(self.tables[i].get(axis, [0] * self.shape[i]))
+
+    def offset(self, axis: str, index: Sequence[int]) -> int:
+        """The compile-time offset on `axis` of the element at `index` (one
+        local index per dim of `dims`)."""
+        out = self.base.get(axis, 0)
+        for t, x in zip(self.tables, index):
+            if axis in t:
+                out += t[axis][x]
+        return out
+
+    def bounds(self, axis: str) -> tuple:
+        """The least and the greatest compile-time offset on `axis` of any
+        element: the base plus each dim's least (greatest) offset."""
+        lo = hi = self.base.get(axis, 0)
+        for t in self.tables:
+            if axis in t:
+                lo, hi = lo + min(t[axis]), hi + max(t[axis])
+        return lo, hi
+
+    def flat(self, axis: str) -> List[int]:
+        """The compile-time offset on `axis` of every element, in row-major
+        order over the region's shape (for a check that pairs elements up
+        one by one)."""
+        out = [self.base.get(axis, 0)]
+        for t, n in zip(self.tables, self.shape):
+            line = t.get(axis)
+            out = [o for o in out for _ in range(n)] if line is None else [o + x for o in out for x in line]
+        return out
 
 
 def place(r: Region, axes: Sequence[str], what: str, divisors: Optional[Divisors] = None) -> Placed:

@@ -129,8 +129,8 @@ def shared_matrix(
     family: str,
     p: Placed,
     base: int,
-    mn,
-    k,
+    mn: Sequence[int],
+    k: Sequence[int],
     tiles: Sequence[tuple],
     tile_shape: tuple,
     divisors: Divisors,
@@ -142,7 +142,6 @@ def shared_matrix(
     the buffer's first element are `base + mn[i] + k[j]` (compile-time part)
     as a matrix, in tiles of `tile_shape` (MN x K elements) at the (mn, k)
     origins `tiles`, and derive the descriptor."""
-    mn, k = [int(x) for x in mn], [int(x) for x in k]
     buf = p.region.buffer
     dt = DTYPES[buf.dtype]
     name = f"{what} '{buf.name}'"
@@ -173,8 +172,8 @@ def shared_matrix(
             f"along {' or '.join(majors)}), but its layout is {layout}; {hint}"
         )
     group_mn, group_k = (8, width) if major == "K" else (width, 8)
-    s_mn = int(mn[group_mn] - mn[0]) if len(mn) > group_mn else 0
-    s_k = int(k[group_k] - k[0]) if len(k) > group_k else 0
+    s_mn = mn[group_mn] - mn[0] if len(mn) > group_mn else 0
+    s_k = k[group_k] - k[0] if len(k) > group_k else 0
     # Both the layout's offsets and the canonical layout are a row part plus
     # a column part, zero at the tile's origin, so they agree on every
     # element exactly when they agree along the tile's first row and column.

@@ -26,8 +26,7 @@ The descriptor is encoded once, from the shared buffer's first element
 16-byte offset and its tensor-memory column -- one tcgen05.cp for one atom,
 one per atom for more (the unrolled loop over the middle tiles).  Like every
 copy_async variant it does not complete the copy: the caller commits it to an
-mbarrier (`ptx.tcgen05.commit`) and waits there.  (numpy is imported by
-the lowering, not the module: dispatch loads every variant module.)
+mbarrier (`ptx.tcgen05.commit`) and waits there.
 """
 from __future__ import annotations
 
@@ -89,7 +88,6 @@ def _single_thread(op: TileOp, ctx: DispatchContext):
     ],
 )
 def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
-    import numpy as np
     bound = op.bind(SIGNATURE)
     cta_group = SIGNATURE.literals(op.call.func, bound, op.span)["cta_group"]
     check_cta_pair(cta_group, ctx, "copy_async (tcgen05.cp)")
@@ -103,43 +101,48 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
     name = f"{what} '{dst.name}'"
     bits = DTYPES[dst.dtype].bits
     per_row = ATOM_BITS // bits  # elements in one 16-byte row of an atom
-    lanes, cols = t.grid("TLane").ravel(), t.grid("TCol").ravel()
-    smem = s.grid("m").ravel()
-    if lanes.min() < 0 or lanes.max() >= ATOM_LANES:
+    low, high = t.bounds("TLane")
+    if low < 0 or high >= ATOM_LANES:
         raise TilecError(
             f"{name}: tcgen05.cp.32x128b.warpx4 writes lanes 0-31 of each warp's quarter, but the tile reaches "
-            f"lane {int(lanes.max())} ({t.layout})"
+            f"lane {high} ({t.layout})"
         )
-    first = int(cols.min())
+    first, last = t.bounds("TCol")
     col0 = column_bits(first, dst.dtype, name)
-    atom, within = np.divmod(cols - first, per_row)
-    count = int(atom.max()) + 1
+    count = (last - first) // per_row + 1
+    lanes, cols = t.flat("TLane"), t.flat("TCol")
+    # slot[(atom * 32 + lane) * per_row + e]: the element (row-major index) at element e of an atom's lane
     whole = len(lanes) == count * ATOM_LANES * per_row  # known before a slot table of a huge span is made
     if whole:
-        slot = np.full((count, ATOM_LANES, per_row), -1, dtype=np.int64)
-        slot[atom, lanes, within] = np.arange(len(lanes))
-    if not whole or np.any(slot < 0):
+        slot = [-1] * len(lanes)
+        for n, (lane, col) in enumerate(zip(lanes, cols)):
+            atom, within = divmod(col - first, per_row)
+            slot[(atom * ATOM_LANES + lane) * per_row + within] = n
+    if not whole or -1 in slot:
         raise TilecError(
             f"{name}: the tile must fill whole 32-lane x 128-bit atoms (lanes 0-31, {per_row} {dst.dtype} per "
             f"lane from column {first}), got {len(lanes)} elements over {count} atom(s) ({t.layout})"
         )
     # every atom is 32 rows (MN) x 16 bytes (K) of shared memory with atom 0's row pattern;
     # side by side along K they form the matrix the descriptor and its offsets name
-    offsets = smem[slot]  # atom, row, element
-    mn = offsets[0, :, 0] - offsets[0, 0, 0]
-    pattern = mn[:, None] + np.arange(per_row)[None, :]
+    smem = s.flat("m")
+    offsets = [smem[n] for n in slot]  # atom, row, element
+    origin = offsets[0]
+    mn = [offsets[r * per_row] - origin for r in range(ATOM_LANES)]
     for a in range(count):
-        bad = np.argwhere(offsets[a] - offsets[a, 0, 0] != pattern)
-        if len(bad):
-            r, e = bad[0]
-            raise TilecError(
-                f"the shared source '{src.name}' is not 32 rows of 16 contiguous bytes per atom with one row "
-                f"pattern: element {e} of row {r} of atom {a} is {int(offsets[a, r, e] - offsets[a, 0, 0])} "
-                f"elements from the atom's first, atom 0's pattern puts it at {int(pattern[r, e])} ({s.layout})"
-            )
-    k = np.concatenate(offsets[:, 0, :]) - offsets[0, 0, 0]
+        at = a * ATOM_LANES * per_row
+        for r in range(ATOM_LANES):
+            for e in range(per_row):
+                got = offsets[at + r * per_row + e] - offsets[at]
+                if got != mn[r] + e:
+                    raise TilecError(
+                        f"the shared source '{src.name}' is not 32 rows of 16 contiguous bytes per atom with one "
+                        f"row pattern: element {e} of row {r} of atom {a} is {got} elements from the atom's first, "
+                        f"atom 0's pattern puts it at {mn[r] + e} ({s.layout})"
+                    )
+    k = [offsets[a * ATOM_LANES * per_row + e] - origin for a in range(count) for e in range(per_row)]
     tiles = [(0, a * per_row) for a in range(count)]
-    sm = shared_matrix("tcgen05", s, int(offsets[0, 0, 0]), mn, k, tiles, (ATOM_LANES, per_row),
+    sm = shared_matrix("tcgen05", s, origin, mn, k, tiles, (ATOM_LANES, per_row),
                        Divisors(ctx.symbols), "the shared source", majors=("K",))
     desc = ctx.fresh("tcgen05_cp_desc")
     base = ctx.fresh("tcgen05_tmem")

@@ -47,8 +47,10 @@ c of each CTA's 64 x N half in lane r + 64 (c / (N/2)), column c % (N/2)
 Operands are read with the shared dispatch modules `placement` (a region
 on its layout), `smem_matrix` (shared operands as descriptors) and `tmem`
 (tensor-memory addresses), which copy_async's tcgen05_cp and tcgen05_ld use
-too.  numpy is imported where it is used: dispatch loads every variant
-module, and a compile for another target should not pay for numpy's import.
+too.  A tensor-memory operand's lanes and columns are checked along its first
+row and first column: the layout's offsets and the data path's are each a
+row part plus a column part (`placement`), so they agree on every element
+exactly when they agree there.
 """
 from __future__ import annotations
 
@@ -68,7 +70,7 @@ from tilec.compiler.mma_desc import (
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.operands import region
 from tilec.passes.dispatch.vectors import Divisors
-from tilec.passes.dispatch.placement import matrix, place
+from tilec.passes.dispatch.placement import Placed, matrix, place
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
 from tilec.passes.dispatch.smem_matrix import operand_matrix
 from tilec.passes.dispatch.tmem import (
@@ -293,7 +295,9 @@ def _kind(c: Call) -> tuple:
 def _datapath(M: int, n: int, cg: int):
     """(lane, column) offsets from the instruction's D address at which the
     data path writes row r, column c of this CTA's M x n part of D, and the
-    lanes D's address may start at [PTX "Data Path Layout Organization"]."""
+    lanes D's address may start at [PTX "Data Path Layout Organization"].
+    Each offset is a part of r plus a part of c, both zero at (0, 0), as the
+    line-by-line check of `_accumulator` requires."""
     if cg == 1 and M == 64:  # layout F: 16 lanes of each warp's quarter
         return (lambda r, c: (32 * (r // 16) + r % 16, c)), (0, 16)
     if cg == 2 and M == 64:  # layout B: the pair's M 128, columns split over lane halves
@@ -302,10 +306,20 @@ def _datapath(M: int, n: int, cg: int):
     return (lambda r, c: (r, c)), (0,)  # layouts D (M 128) and A (the pair's M 256)
 
 
+def _row_then_column(rows: int, cols: int):
+    """(i, k) along row 0, then along column 0: where two offsets that are
+    each a row part plus a column part first disagree, if anywhere, in
+    row-major order (past a row 0 that agrees, row i agrees everywhere once
+    it agrees at (i, 0))."""
+    for k in range(cols):
+        yield 0, k
+    for i in range(1, rows):
+        yield i, 0
+
+
 def _accumulator(c: Call, M: int, n_mma: int, cg: int, blocks, bound) -> Dict[int, ir.Expr]:
     """The D address of each N block, after checking that C's layout is the
     data path's."""
-    import numpy as np
     what = "gemm_async's accumulator C"
     name = f"{what} '{c.C.name}'"
     if M not in (64, 128):
@@ -316,52 +330,48 @@ def _accumulator(c: Call, M: int, n_mma: int, cg: int, blocks, bound) -> Dict[in
     p = place(c.C, ("TLane", "TCol"), what)
     if p.layout.replica:
         raise TilecError(f"{name} cannot be replicated ({p.layout})")
-    lanes, cols = p.grid("TLane"), p.grid("TCol")
     dyn = tmem_columns(p, what)
     at, aligns = _datapath(M, n_mma, cg)
-    r = np.arange(M)[:, None]
-    j = np.arange(n_mma)[None, :]
-    want_lane, want_col = (np.broadcast_to(x, (M, n_mma)) for x in at(r, j))
-    if int(lanes.max()) >= LANES:
+    if p.bounds("TLane")[1] >= LANES:
         raise TilecError(f"{name} reaches past tensor memory's {LANES} lanes")
     base = bound(tmem_base(c.C.buffer), "tcgen05_tmem")
     out = {}
     for n0 in sorted({n0 for n0, _ in blocks}):
-        lane0, col0 = int(lanes[0, n0]), int(cols[0, n0])
+        lane0, col0 = p.offset("TLane", (0, n0)), p.offset("TCol", (0, n0))
         if lane0 not in aligns:
             raise TilecError(
                 f"{name}: an M={M * cg} instruction's accumulator starts at tensor-memory lane "
                 f"{' or '.join(map(str, aligns))}, but row 0 is in lane {lane0}"
             )
-        got_lane = lanes[:, n0:n0 + n_mma] - lane0
-        got_col = cols[:, n0:n0 + n_mma] - col0
-        bad = np.argwhere((got_lane != want_lane) | (got_col != want_col))
-        if len(bad):
-            i, k = bad[0]
-            raise TilecError(
-                f"{name} is not laid out as the M={M * cg} data path writes it: element ({i}, {n0 + k}) must be "
-                f"{int(want_lane[i, k])} lanes and {int(want_col[i, k])} columns from the block's first, the layout "
-                f"puts it {int(got_lane[i, k])} lanes and {int(got_col[i, k])} columns away ({p.layout})"
-            )
+        for i, k in _row_then_column(M, n_mma):
+            want = at(i, k)
+            got = (p.offset("TLane", (i, n0 + k)) - lane0, p.offset("TCol", (i, n0 + k)) - col0)
+            if got != want:
+                raise TilecError(
+                    f"{name} is not laid out as the M={M * cg} data path writes it: element ({i}, {n0 + k}) must "
+                    f"be {want[0]} lanes and {want[1]} columns from the block's first, the layout puts it "
+                    f"{got[0]} lanes and {got[1]} columns away ({p.layout})"
+                )
         out[n0] = tmem_address(base, lane0, column_bits(col0, c.C.dtype, name), dyn)
     return out
 
 
 def _tmem_a(c: Call, M: int, blocks, bound) -> Dict[tuple, ir.Expr]:
     """A in tensor memory: row r in lane r, K along the columns."""
-    import numpy as np
     what = "gemm_async's A"
     name = f"{what} '{c.A.name}'"
     if M != 128:
         raise TilecError(f"gemm_async: A in tensor memory needs 128 rows per CTA (layouts D and A), got {M}")
     p = place(c.A, ("TLane", "TCol"), what)
-    lanes, cols = p.grid("TLane"), p.grid("TCol")
-    if p.layout.replica or np.any(lanes != lanes[0, 0] + np.arange(M)[:, None]) or lanes[0, 0] != 0 \
-            or np.any(cols != cols[0, 0] + np.arange(cols.shape[1])[None, :]):
+    lane0, col0 = p.offset("TLane", (0, 0)), p.offset("TCol", (0, 0))
+    if p.layout.replica or lane0 != 0 or any(
+            (p.offset("TLane", (i, k)) - lane0, p.offset("TCol", (i, k)) - col0) != (i, k)
+            for i, k in _row_then_column(M, p.shape[1])):
         raise TilecError(f"{name} must have row r in lane r and K along the columns ({p.layout})")
     dyn = tmem_columns(p, what)
     base = bound(tmem_base(c.A.buffer), "tcgen05_tmem")
-    return {(n0, k0): tmem_address(base, 0, column_bits(int(cols[0, k0]), c.A.dtype, name), dyn) for n0, k0 in blocks}
+    return {(n0, k0): tmem_address(base, 0, column_bits(p.offset("TCol", (0, k0)), c.A.dtype, name), dyn)
+            for n0, k0 in blocks}
 
 
 def _scale_factors(c: Call, M: int, n_mma: int, mma_k: int, k_steps: int, blocks, bound) -> Dict[tuple, tuple]:
@@ -370,8 +380,9 @@ def _scale_factors(c: Call, M: int, n_mma: int, mma_k: int, k_steps: int, blocks
     factors per instruction, or that times the K steps); row r of an
     instruction's rows is in lane r % 32 of every warp's quarter (the layout's
     R[4 : 32@TLane]) and column r / 32 from the first, and an instruction's
-    factors for one row sit in consecutive bytes of a column."""
-    import numpy as np
+    factors for one row sit in consecutive bytes of a column.  Like C, an
+    instruction's factors are checked along its rows for its first factor,
+    then its other factors in row 0."""
     per = mma_k // SF_BLOCK
     out = {}
     sides = []
@@ -392,28 +403,31 @@ def _scale_factors(c: Call, M: int, n_mma: int, mma_k: int, k_steps: int, blocks
         if not routed(p.layout):
             raise TilecError(f"{name}: scale factors are read in every warp's lane quarter; {router_error(p.layout)}")
         base = bound(tmem_base(r.buffer), "tcgen05_tmem")
-        grids = (p.grid("TLane").reshape(shape), p.grid("TCol").reshape(shape))
-        sides.append((name, p, grids, rows_per, shape[1] == per, base, tmem_columns(p, what)))
+        sides.append((name, p, shape, rows_per, shape[1] == per, base, tmem_columns(p, what)))
     for n0, k0 in blocks:
         picks = []
-        for idx, (name, p, (lanes, cols), rows_per, shared_k, base, dyn) in enumerate(sides):
+        for idx, (name, p, shape, rows_per, shared_k, base, dyn) in enumerate(sides):
             row0 = 0 if idx == 0 else n0 // c.cta_group
             kc = 0 if shared_k else (k0 // mma_k) * per
-            t0 = int(cols[row0, kc])
-            rows = np.arange(rows_per)
-            for j in range(per):
-                got_lane = lanes[row0 + rows, kc + j]
-                got_col = cols[row0 + rows, kc + j] - t0
-                want_col = 4 * (rows // 32) + j
-                if np.any(got_lane != rows % 32) or np.any(got_col != want_col):
-                    bad = int(np.argmax((got_lane != rows % 32) | (got_col != want_col)))
+            t0 = _factor_at(p, shape, "TCol", row0, kc)
+            for j, i in _row_then_column(per, rows_per):  # factor j of the step, row i of the instruction
+                got_lane = _factor_at(p, shape, "TLane", row0 + i, kc + j)
+                got_col = _factor_at(p, shape, "TCol", row0 + i, kc + j) - t0
+                want_col = 4 * (i // 32) + j
+                if got_lane != i % 32 or got_col != want_col:
                     raise TilecError(
-                        f"{name}: the scale factor of row {row0 + bad}, K step {k0 // mma_k} must be in lane "
-                        f"{bad % 32}, byte {int(want_col[bad])} from the step's first; the layout puts it in lane "
-                        f"{int(got_lane[bad])}, byte {int(got_col[bad])} ({p.layout})"
+                        f"{name}: the scale factor of row {row0 + i}, K step {k0 // mma_k} must be in lane "
+                        f"{i % 32}, byte {want_col} from the step's first; the layout puts it in lane "
+                        f"{got_lane}, byte {got_col} ({p.layout})"
                     )
             col, sf_id = divmod(t0, 4)
             picks.append((tmem_address(base, 0, col, dyn), sf_id))
         (sfa, sfa_id), (sfb, sfb_id) = picks
         out[(n0, k0)] = (sfa, sfb, sfa_id, sfb_id)
     return out
+
+
+def _factor_at(p: Placed, shape: tuple, axis: str, row: int, col: int) -> int:
+    """The offset on `axis` of factor (row, col) of a rows x factors region
+    of that `shape` (either extent may be 1, a dim the placement leaves out)."""
+    return p.offset(axis, tuple(x for x, e in zip((row, col), shape) if e != 1))
