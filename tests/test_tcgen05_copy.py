@@ -262,6 +262,56 @@ def test_ld_rejections(body, message):
         compile_tile(text)
 
 
+# The thread and element named are the first that break the rule, threads
+# in the order of their positions (lane, then warp) and each thread's
+# registers in order, though the check goes by thread and class of registers.
+@pytest.mark.parametrize("view, tmem_layout, message", [
+    ("S[(32, 4, 16) : (1@laneid, 1@wid_in_wg, 1)]", None,
+     "thread 32 holds element (1, 0), which is in tensor-memory lane 1; tcgen05.ld gives lane l of a warp's quarter "
+     "to its thread l (S[(128, 16) : (1@TLane, 1@TCol)])"),
+    ("S[(128, 16) : (1@tid_in_wg, 1)]", "S[(128, 16) : (1@TCol, 1@TLane)]",
+     "thread 0 holds element (0, 1), which is in tensor-memory lane 1; tcgen05.ld gives lane l of a warp's quarter "
+     "to its thread l (S[(128, 16) : (1@TCol, 1@TLane)])"),
+    ("S[(128, 16) : (1@tid_in_wg, 1)]", "S[(2, 64, 16) : (16@TCol, 1@TLane, 1@TCol)]",
+     "thread 64 holds element (64, 0), which is in tensor-memory lane 0; tcgen05.ld gives lane l of a warp's "
+     "quarter to its thread l (S[(2, 64, 16) : (16@TCol, 1@TLane, 1@TCol)])"),
+    ("S[(128, 16) : (1@tid_in_wg, 1)]", "S[(128, 2, 8) : (1@TLane, 64@TLane, 1@TCol)]",
+     "thread 0 holds element (0, 8), which is in tensor-memory lane 64; tcgen05.ld gives lane l of a warp's quarter "
+     "to its thread l (S[(128, 2, 8) : (1@TLane, 64@TLane, 1@TCol)])"),
+])
+def test_ld_names_the_first_thread_off_its_lane(view, tmem_layout, message):
+    body = f"    R_wg = R_loc.view(128, 16, layout={view})\n    wg.copy_async(R_wg[:, :], T_buf[:, :])"
+    with pytest.raises(TilecError) as info:
+        compile_tile(ld_kernel(16, body, tmem_layout=tmem_layout))
+    assert info.value.message == f"the registers 'R_wg': {message}"
+
+
+def test_ld_rows_of_a_thread_share_its_lane():
+    """A warpgroup reads a 256-row tile: thread t holds rows t and t + 128,
+    both in lane t, side by side in the columns -- one x16 load."""
+    body = "    R_wg = R_loc.view(256, 8, layout=S[(2, 128, 8) : (8, 1@tid_in_wg, 1)])\n" \
+           "    wg.copy_async(R_wg[:, :], T_buf[:, :])"
+    text = ld_kernel(8, body, rows=256, tmem_layout="S[(2, 128, 8) : (8@TCol, 1@TLane, 1@TCol)]")
+    module, ptx = compile_tile(text.replace("alloc_local((8,)", "alloc_local((16,)"))
+    (ld,) = calls(module, "ptx.tcgen05.ld")
+    assert ld.args[0].items == tuple(ir.Index(ir.Name("R_wg"), (ir.Int(r), ir.Int(c))) for r in (0, 128)
+                                     for c in range(8))
+    assert kwargs(ld) == {"num": 16, "dtype": "f32"} and len(ptx_lines(ptx, "tcgen05.ld.sync.aligned.32x32b.x16")) == 1
+
+
+def test_ld_threads_hold_the_same_registers():
+    body = WG_VIEW.format(n=16) + "    wg.copy_async(R_wg[0:64, :], T_buf[0:64, :])"
+    with pytest.raises(TilecError, match="the threads hold different registers of the region; copy whole rows"):
+        compile_tile(ld_kernel(16, body))
+
+
+def test_ld_warp_reads_one_quarter():
+    body = ("    R_w = R_loc.view(64, 8, layout=S[(2, 32, 8) : (8, 1@laneid, 1)])\n"
+            "    if wid == 1:\n        warp.copy_async(R_w[:, :], T_buf[0:64, 0:8])")
+    with pytest.raises(TilecError, match=r"one warp reads one 32-lane quarter, the tile spans lanes of quarters \[0, 1\]"):
+        compile_tile(ld_kernel(16, body))
+
+
 def test_ld_needs_whole_columns_of_packed_elements():
     body = WG_VIEW.format(n=16) + "    wg.copy_async(R_wg[:, 0:2], T_buf[:, 0:2])"
     with pytest.raises(TilecError, match="all 4 u8 elements of each 32-bit column"):

@@ -407,6 +407,40 @@ def test_rejections(case, edit, message):
         compile_tile(text)
 
 
+# The element named is the first a layout misplaces in row-major order (for
+# the scale factors: factor by factor, row by row), though the checks go by
+# line: along an instruction tile's first row, then its first column.
+FIRST_MISPLACED = [
+    (dict(M=128, N=64, K=64), "S[(128, 64) : (1@TLane, 1@TCol)]", "S[(64, 2, 64) : (1@TLane, 64@TLane, 1@TCol)]",
+     "gemm_async's accumulator C 'acc' is not laid out as the M=128 data path writes it: element (1, 0) must be 1 "
+     "lanes and 0 columns from the block's first, the layout puts it 64 lanes and 0 columns away "
+     "(S[(64, 2, 64) : (1@TLane, 64@TLane, 1@TCol)])"),
+    (dict(M=128, N=64, K=64), "S[(128, 64) : (1@TLane, 1@TCol)]", "S[(128, 2, 32) : (1@TLane, 1@TCol, 2@TCol)]",
+     "gemm_async's accumulator C 'acc' is not laid out as the M=128 data path writes it: element (0, 1) must be 0 "
+     "lanes and 1 columns from the block's first, the layout puts it 0 lanes and 2 columns away "
+     "(S[(128, 2, 32) : (1@TLane, 1@TCol, 2@TCol)])"),
+    (dict(M=64, N=64, K=64), "S[(4, 16, 64) : (32@TLane, 1@TLane, 1@TCol)]", "S[(16, 4, 64) : (1@TLane, 32@TLane, 1@TCol)]",
+     "gemm_async's accumulator C 'acc' is not laid out as the M=64 data path writes it: element (1, 0) must be 1 "
+     "lanes and 0 columns from the block's first, the layout puts it 32 lanes and 0 columns away "
+     "(S[(16, 4, 64) : (1@TLane, 32@TLane, 1@TCol)])"),
+    (dict(dtype="e2m1", M=128, N=64, K=128, scaled=True), "(4@TCol, 1@TLane, 16@TCol, 1@TCol)",
+     "(4@TCol, 1@TLane, 16@TCol, 2@TCol)",
+     "gemm_async's SFA 'SFA': the scale factor of row 0, K step 0 must be in lane 0, byte 1 from the step's first; "
+     "the layout puts it in lane 0, byte 2 (S[(4, 32, 2, 2) : (4@TCol, 1@TLane, 16@TCol, 2@TCol)] + R[4 : 32@TLane])"),
+    (dict(M=128, N=64, K=32, a_tmem=True), "S[(128, 32) : (1@TLane, 1@TCol)])", "S[(128, 32) : (1@TLane, 2@TCol)])",
+     "gemm_async's A 'A_t' must have row r in lane r and K along the columns (S[(128, 32) : (1@TLane, 2@TCol)])"),
+]
+
+
+@pytest.mark.parametrize("case, old, new, message", FIRST_MISPLACED)
+def test_first_misplaced_element(case, old, new, message):
+    text = gemm_case(**case)
+    assert old in text
+    with pytest.raises(TilecError) as info:
+        compile_tile(text.replace(old, new, 1))
+    assert info.value.message == message
+
+
 def test_hopper_target_has_no_tcgen05():
     text = """target sm_90a
 kernel g(out: f32[4]):
