@@ -375,6 +375,45 @@ def test_plan_smem_hands_its_analysis_on_where_it_can(extra, handed_on):
     assert [syms.buffers[n].align for n in names] == [1024] * 5
 
 
+_INTERLEAVED = """
+kernel k(out: f32[16]):
+    bx = cta_id([1])
+    t = thread_id([32])
+{before}    pool = smem_pool()
+    a = pool.alloc((16,), f32)
+{between}    b = pool.alloc((16,), f32)
+    x = a[0] + b[0]
+"""
+
+_D = '    D = alloc((16,), f32, scope="shared.dyn")\n'
+
+
+@pytest.mark.parametrize("before, between, offsets, size", [
+    # another allocation in the arena while the pool still allocates: after all of the pool's bytes
+    ("", _D, {"a": 0, "b": 64, "D": 128}, 192),
+    ("", _D + "    Dv = decl_buffer((4,), f32, data=D, elem_offset=4)\n", {"a": 0, "b": 64, "D": 128, "Dv": 144}, 192),
+    # a second pool: its base the first 1024-byte boundary after the first pool's bytes
+    ("", "    p2 = smem_pool()\n    E = p2.alloc((16,), f32)\n    c = pool.alloc((256,), f32)\n",
+     {"a": 0, "c": 64, "b": 1088, "E": 2048}, 2112),
+    # made before the pool: the pool's base the next 1024-byte boundary
+    (_D, "", {"D": 0, "a": 1024, "b": 1088}, 1152),
+])
+def test_the_arena_is_placed_as_plan_smem_writes_it(before, between, offsets, size):
+    """plan-smem writes a pool out as one allocation, where `smem_pool()`
+    stands, of the bytes it ends up holding: what the arena holds after the
+    pool comes after all of them, even when made while the pool still
+    allocates.  The analysis before plan-smem places every buffer where the
+    written-out kernel has it, and counts the same arena."""
+    text = _INTERLEAVED.format(before=before, between=between)
+    first = analyze(text)
+    assert {n: first.buffers[n].byte_offset for n in offsets} == offsets
+    assert first.dynamic_smem == size
+    result = compile_source(text, "t.tile", options=Options(stop_after="plan-smem"))
+    written = analyze_kernel(result.module.kernels[0], result.module, TARGETS["sm_90a"])
+    assert {n: written.buffers[n].byte_offset for n in offsets} == offsets
+    assert written.dynamic_smem == size == compile_source(text, "t.tile").meta["kernels"][0]["dynamic_smem"]
+
+
 def test_carried_tensor_maps_come_after_the_parameters():
     """A tensor map put at the top of the body is defined after the
     parameters and their runtime extents, before the body's names."""

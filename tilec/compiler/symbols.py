@@ -648,6 +648,12 @@ def analyze_kernel(kernel: ir.Kernel, module: ir.Module, target: Target) -> Kern
     which keeps each kernel's analysis for the passes after."""
     a = _Analyzer(kernel, module, target)
     a.run()
+    if a.pool_outgrew_placement():
+        # plan-smem writes each pool out as one allocation where `smem_pool()` stands, of the bytes
+        # the pool ends up holding, and what the arena holds after it comes after those bytes: the
+        # second run places the arena so, knowing each pool's size from the first
+        a = _Analyzer(kernel, module, target, pool_sizes={p.name: p.cursor for p in a.syms.pools.values()})
+        a.run()
     return a.syms
 
 
@@ -716,13 +722,17 @@ def _module_key(module: ir.Module, target: Target) -> tuple:
 
 
 class _Analyzer:
-    def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target):
+    def __init__(self, kernel: ir.Kernel, module: ir.Module, target: Target, pool_sizes: Optional[dict] = None):
         self.syms = KernelSymbols(kernel, target, helpers=frozenset(h.name for h in module.helpers))
         self.consts = {c.name for c in module.consts}
         self.scopes: List[list] = [[]]  # the names each open block defined, innermost last
         self.in_scope: set = set()  # the names of all open blocks: those visible (a name is defined once while visible)
         self.launch_ids: List[LaunchId] = []
         self.arena_end = 0
+        # pool name -> the bytes the pool ends up holding, reserved in the arena where it is made
+        # (known on `analyze_kernel`'s second run only)
+        self.pool_sizes = pool_sizes or {}
+        self.placed: list = []  # (pool, its cursor) at each placement in the arena after the pool's
         self.static_end = 0  # bytes of static shared memory, allocations in order
         # id(tuple expression) -> (it, the innermost block open when `exprs` checked it)
         self.checked_tuples: Dict[int, tuple] = {}
@@ -1036,7 +1046,10 @@ class _Analyzer:
             return True
         if isinstance(value, ir.Call) and value.func == "smem_pool":
             BUILTINS["smem_pool"].signature.bind("smem_pool", value.args, value.kwargs, value.span)
+            self.placing()
             pool = Pool(name, _align_up(self.arena_end, ARENA_ALIGN), span=value.span)
+            if self.pool_sizes.get(name):  # (an empty pool is no allocation: plan-smem drops it)
+                self.arena_end = pool.base + self.pool_sizes[name]
             self.syms.pools[name] = pool
             self.define(Symbol(name, "pool", pool=pool, span=value.span))
             return True
@@ -1080,6 +1093,7 @@ class _Analyzer:
         align = self._align(values, dtype, call.span, layout if scope in ("shared", "shared.dyn") else None)
         buf = Buffer(name, dtype, values["shape"], scope, layout, align, name, 0, span=call.span)
         if scope == "shared.dyn":
+            self.placing()
             offset = _align_up(self.arena_end, align)
             buf = records.evolve(buf, storage=DYN_ARENA, byte_offset=offset)
             self.arena_end = offset + buf.nbytes
@@ -1090,6 +1104,17 @@ class _Analyzer:
         elif scope == "tmem":
             raise TilecError("tensor memory is allocated with ptx.tcgen05.alloc and declared with decl_buffer", call.span)
         return buf
+
+    def placing(self) -> None:
+        """Something is placed at the arena's end: note how far each pool
+        made before it reaches now."""
+        for pool in self.syms.pools.values():
+            self.placed.append((pool, pool.cursor))
+
+    def pool_outgrew_placement(self) -> bool:
+        """Whether a pool allocated more after something was placed at the
+        arena's end after it (its later allocations overlap that, here)."""
+        return any(pool.cursor > cursor for pool, cursor in self.placed)
 
     def check_smem(self, span) -> None:
         """A located error at the allocation that takes the block past the
