@@ -245,15 +245,10 @@ def prune(node: ir.Node) -> ir.Node:
         value = getattr(node, name)
         if value:
             block = _prune_block(value)
-            if not block and name != "orelse":
-                block = (ir.Pass(span=value[0].span),)
-            if len(block) != len(value) or not all(map(operator.is_, block, value)):
-                changes[name] = block
+            changes[name] = block if block or name == "orelse" else (ir.Pass(span=value[0].span),)
     for name in kernels:
-        value = getattr(node, name)
-        if value:
-            changes[name] = tuple(prune(v) for v in value)
-    return visit.evolve(node, **changes) if changes else node
+        changes[name] = tuple(prune(v) for v in getattr(node, name))
+    return visit.keep(node, **changes)
 
 
 def _block_fields(cls) -> tuple:

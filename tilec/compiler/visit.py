@@ -194,6 +194,23 @@ one keyword-only argument (`ir._span`), so a rebuild reads the fields once
 and passes them back by position."""
 
 
+def keep(node: ir.Node, **fields) -> ir.Node:
+    """`node` with `fields` replaced (`evolve`), or `node` itself when every
+    new value is the old one (a tuple item by item): a rewrite that changes
+    nothing below a node hands on the same object, so what is memoized on
+    it (a kernel's analysis on the pass context, a pure rewrite's results)
+    carries over to the passes after."""
+    for name, value in fields.items():
+        old = getattr(node, name)
+        if value is old:
+            continue
+        if type(value) is tuple and type(old) is tuple and len(value) == len(old) \
+                and all(map(operator.is_, value, old)):
+            continue
+        return evolve(node, **fields)
+    return node
+
+
 def evolve(node: ir.Node, **changes) -> ir.Node:
     """`attrs.evolve(node, **changes)` for IR nodes, without asking attrs for
     the fields of the class at each call, and passing them by position (a
@@ -324,7 +341,7 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     # the same at each, so a node with children is entered once (`seen`);
     # names are taken from the children directly rather than pushed, and
     # leaves without a name (the literals, half of the nodes) not pushed.
-    leaves = _LEAVES
+    leaves = ir.LITERALS
     seen = set()
     see = seen.add
     stack = [node]
@@ -354,8 +371,6 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
         except KeyError:
             getter = _getter(cls)
         if getter is None:
-            if cls not in declared:
-                leaves.add(cls)
             continue
         for value in getter(n):
             if isinstance(value, Node):
@@ -404,11 +419,6 @@ def bound_names(kernel: ir.Kernel) -> set:
             add(s.name)
             names.update(s.params)
     return names
-
-
-_LEAVES: set = set()
-"""Node classes without children and without a name of their own (the
-literals), as `identifiers` meets them: it does not push such a node."""
 
 
 class NameGen:

@@ -61,34 +61,18 @@ def _layout_kwargs(node: ir.Node, memo: dict) -> ir.Node:
     if not any(k.name == "layout" and type(k.value) is ir.LayoutLit for k in node.kwargs):
         return node
     kwargs = tuple(
-        _keep(k, value=canonical_lit(k.value, memo))
+        visit.keep(k, value=canonical_lit(k.value, memo))
         if k.name == "layout" and type(k.value) is ir.LayoutLit
         else k
         for k in node.kwargs
     )
-    return _keep(node, kwargs=kwargs)
+    return visit.keep(node, kwargs=kwargs)
 
 
 def _param(p: ir.Param, memo: dict) -> ir.Param:
     if isinstance(p.layout, ir.LayoutLit):
-        return _keep(p, layout=canonical_lit(p.layout, memo))
+        return visit.keep(p, layout=canonical_lit(p.layout, memo))
     return p
-
-
-def _keep(node: ir.Node, **fields) -> ir.Node:
-    """`node` with `fields` replaced, or `node` itself when every new value
-    is the old one (tuples item by item): a kernel whose layouts were all
-    canonical stays the same object, so the analyses memoized on it
-    (`analyze_kernel`) carry over to the passes after this one."""
-    for name, value in fields.items():
-        old = getattr(node, name)
-        if value is old:
-            continue
-        if isinstance(value, tuple) and isinstance(old, tuple) and len(value) == len(old) \
-                and all(a is b for a, b in zip(value, old)):
-            continue
-        return visit.evolve(node, **fields)
-    return node
 
 
 _CALLS = frozenset({ir.Call, ir.Method})
@@ -110,11 +94,11 @@ def _all_canonical(body: tuple, memo: dict) -> bool:
 def canonicalize_module(module: ir.Module) -> ir.Module:
     memo: dict = {}
     consts = tuple(
-        _keep(c, value=canonical_lit(c.value, memo)) if isinstance(c.value, ir.LayoutLit) else c
+        visit.keep(c, value=canonical_lit(c.value, memo)) if isinstance(c.value, ir.LayoutLit) else c
         for c in module.consts
     )
     kernels = tuple(
-        _keep(
+        visit.keep(
             k,
             params=tuple(_param(p, memo) for p in k.params),
             body=k.body if _all_canonical(k.body, memo) else tuple(
@@ -123,4 +107,4 @@ def canonicalize_module(module: ir.Module) -> ir.Module:
         )
         for k in module.kernels
     )
-    return _keep(module, consts=consts, kernels=kernels)
+    return visit.keep(module, consts=consts, kernels=kernels)

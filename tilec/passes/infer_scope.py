@@ -88,10 +88,10 @@ class _Kernel:
         if isinstance(s, ir.If):
             inner = self.guard_scope(s.cond)
             then, orelse = self.block(s.then, _finest(guard, inner)), self.block(s.orelse, guard)
-            return s if then is s.then and orelse is s.orelse else visit.evolve(s, then=then, orelse=orelse)
+            return visit.keep(s, then=then, orelse=orelse)
         if isinstance(s, (ir.For, ir.While)):
             body = self.block(s.body, guard)
-            return s if body is s.body else visit.evolve(s, body=body)
+            return visit.keep(s, body=body)
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call):
             call = s.expr
             if tile_primitive(call.func) == call.func:

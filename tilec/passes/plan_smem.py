@@ -69,9 +69,9 @@ def _map_block(stmts: tuple, fn) -> tuple:
     changed = False
     for s in stmts:
         changes = {}
-        for field in ("body", "then", "orelse"):
-            value = getattr(s, field, None)
-            if isinstance(value, tuple) and value:
+        for field in visit.block_fields(type(s)):
+            value = getattr(s, field)
+            if value:
                 block = _map_block(value, fn)
                 if block is not value:
                     changes[field] = block or (ir.Pass(span=value[0].span),)

@@ -88,14 +88,7 @@ class _KernelPlanner:
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and tile_primitive(s.expr.func) == "copy_async":
             call = self.copy(s.expr)
             return s if call is s.expr else visit.evolve(s, expr=call)
-        changes = {}
-        for f in ("body", "then", "orelse"):
-            block = getattr(s, f, None)
-            if isinstance(block, tuple):
-                new = self.block(block)
-                if any(a is not b for a, b in zip(new, block)):
-                    changes[f] = new
-        return visit.evolve(s, **changes) if changes else s
+        return visit.keep(s, **{f: self.block(getattr(s, f)) for f in visit.block_fields(type(s))})
 
     # ---- one copy -----------------------------------------------------
 

@@ -105,7 +105,7 @@ class _Unroller:
             if value:
                 block = self.block(value, inner)
                 changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
-        return visit.evolve(s, **changes) if changes else s
+        return visit.keep(s, **changes)
 
     def expand(self, loop: ir.For, visible: set, env: dict) -> list:
         """The copies of `loop`, whose names in `env` (an enclosing loop's
