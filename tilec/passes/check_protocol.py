@@ -294,8 +294,9 @@ class _Flow:
     # -- reads ----------------------------------------------------------
 
     def reads(self, e: Optional[ir.Expr], state: _State) -> None:
-        """Element reads inside an expression."""
-        if e is None or type(e) in _NO_CALLS:  # (nor an element read)
+        """Element reads inside an expression.  Only what is in flight makes
+        a read a finding (`read`), and mostly nothing is: no walk then."""
+        if e is None or type(e) in _NO_CALLS or not (state.tma or state.cp_async or state.accumulators):
             return
         for node in visit.walk(e):
             if isinstance(node, ir.Index) and _buffer_name(node) in self.syms.buffers:
@@ -613,6 +614,8 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
                     first = walk(s.body, first, min(guard, g), False)
                     for k in names:  # the only values the body changes
                         first[k] = min(first[k], env.get(k, _UNIFORM))
+                    if all(first[k] == env.get(k, _UNIFORM) for k in names):
+                        break  # every value as it came in: a second pass would repeat the first
                 if report and syncs(s.body):
                     walk(s.body, dict(first), min(guard, g), True, need_env=False)
                 env = first
