@@ -18,12 +18,18 @@ Examples the compiler does not accept are listed with the error instead of
 times.  The interpreter's own start-up (`python3 -c pass`, median of
 `--repeat`, wall and CPU) is printed under the load average: every cold
 figure includes it, and what the environment's site packages import at
-start-up is no part of tilec.  `--no-cubin` leaves out the PTX-to-cubin
+start-up is no part of tilec; so is the start-up plus tilec's imports (the
+driver's and the whole compiler's), which every cold figure includes too.
+"warm" compiles the same text again, and so reuses its parse (`parse.parsed`
+keeps it per process); "new text" is the warm wall time of a text with one
+more comment line each run, parsed each time: a cold compile does about
+that much compiling after its imports.  `--no-cubin` leaves out the PTX-to-cubin
 column (nvJitLink), which on a loaded machine takes longer than the rest.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import statistics
@@ -51,9 +57,16 @@ def median_s(fn, repeat: int, clock=time.perf_counter) -> float:
     return statistics.median(times)
 
 
-def cold_s(path: Optional[Path], repeat: int, bytecode: bool) -> tuple:
+START_UP = "pass"
+IMPORTS = "import os, tilec.cli, tilec.pipeline; os._exit(0)"
+"""What every cold run does before it compiles: start Python, and that plus
+load the driver and the compiler (ending as the driver does, without the
+interpreter's teardown)."""
+
+
+def cold_s(path: Optional[Path], repeat: int, bytecode: bool, statement: str = START_UP) -> tuple:
     """(median wall, median CPU) seconds of `repeat` driver processes
-    compiling `path`, or of `python3 -c pass` for no path."""
+    compiling `path`, or of `python3 -c statement` for no path."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     with tempfile.TemporaryDirectory() as tmp:
         if bytecode:
@@ -62,7 +75,7 @@ def cold_s(path: Optional[Path], repeat: int, bytecode: bool) -> tuple:
         else:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
         if path is None:
-            command = [sys.executable, "-c", "pass"]
+            command = [sys.executable, "-c", statement]
         else:
             command = [sys.executable, "-m", "tilec.cli", str(path), "-o", str(Path(tmp) / "out.ptx")]
         if bytecode:
@@ -88,10 +101,11 @@ def main() -> None:
     files = args.files or sorted(ROOT.glob("examples/**/*.tile"))
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs; "
           f"bytecode cache {'off' if args.no_bytecode else 'on'}")
-    start_wall, start_cpu = cold_s(None, args.repeat, not args.no_bytecode)
-    print(f"python3 -c pass: {start_wall * 1e3:.0f} ms wall, {start_cpu * 1e3:.0f} ms CPU")
+    for statement in (START_UP, IMPORTS):
+        wall, cpu = cold_s(None, args.repeat, not args.no_bytecode, statement)
+        print(f"python3 -c '{statement}': {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU")
     print(f"{'example':<36}{'target':<9}{'cold ms':>9}{'cold cpu':>10}{'warm ms':>9}{'warm cpu':>10}"
-          f"{'cubin ms':>10}{'PTX lines':>11}")
+          f"{'new text':>10}{'cubin ms':>10}{'PTX lines':>11}")
     for path in files:
         name = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
         text = path.read_text()
@@ -103,11 +117,13 @@ def main() -> None:
         target = result.meta["target"]
         warm = median_s(lambda: compile_source(text, str(path)), args.repeat)
         warm_cpu = median_s(lambda: compile_source(text, str(path)), args.repeat, time.process_time)
+        texts = (f"{text}\n# compile {i}\n" for i in itertools.count())
+        new_text = median_s(lambda: compile_source(next(texts), str(path)), args.repeat)
         cubin = None if args.no_cubin else median_s(lambda: assemble(result.ptx, target), args.repeat)
         cold, cold_cpu = cold_s(path, args.repeat, not args.no_bytecode)
         lines = result.ptx.count("\n")
         print(f"{name:<36}{target:<9}{cold * 1e3:>9.0f}{cold_cpu * 1e3:>10.0f}{warm * 1e3:>9.0f}"
-              f"{warm_cpu * 1e3:>10.0f}{'-' if cubin is None else f'{cubin * 1e3:.0f}':>10}{lines:>11}")
+              f"{warm_cpu * 1e3:>10.0f}{new_text * 1e3:>10.0f}{'-' if cubin is None else f'{cubin * 1e3:.0f}':>10}{lines:>11}")
 
 
 if __name__ == "__main__":
