@@ -442,8 +442,9 @@ sys.argv[1:] = [{flag!r}]
 try:
     run()
 finally:
-    print(sorted(m for m in sys.modules if m.split(".")[0] in ("attr", "attrs") or m.startswith(
-        ("tilec.compiler.ir", "tilec.pipeline", "tilec.grammar", "tilec.passes"))), file=sys.stderr)
+    print(sorted(m for m in sys.modules if m.split(".")[0] in ("attr", "attrs") or m == "tilec.compiler.ir"
+                 or m.split(".")[:2] in (["tilec", "pipeline"], ["tilec", "grammar"], ["tilec", "passes"])),
+          file=sys.stderr)
 """
 
 
