@@ -125,7 +125,10 @@ def located(node: ir.Node, span: Optional[ir.Span], memo: Optional[dict] = None)
         memo[id(n)] = (n, new)  # `n` kept alive so that its id is not reused
         return new
 
-    return fn(node)
+    try:
+        return fn(node)
+    finally:
+        fn = None  # see visit._NO_CYCLE
 
 
 def located_elements(r: Region, span: ir.Span, dims: Optional[Sequence[int]] = None) -> Callable:
