@@ -55,7 +55,11 @@ class Region:
             )
         starts, extents, sliced = [], [], []
         for index, n in zip(expr.indices, buf.shape):
-            if isinstance(index, ir.Slice):
+            if isinstance(index, ir.Slice) and index.start is None and index.stop is None:
+                # `:`, the whole dim (most of a tile primitive's slices): nothing to fold or subtract
+                starts.append(ir.Int(0))
+                extents.append(n if isinstance(n, int) else None)
+            elif isinstance(index, ir.Slice):
                 start = fold_expr(index.start if index.start is not None else ir.Int(0))
                 stop = fold_expr(index.stop if index.stop is not None else extent_expr(n))
                 d = linear(stop) - linear(start)
