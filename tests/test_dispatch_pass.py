@@ -172,6 +172,19 @@ def test_lane_dependent_conditions_leave_lanes_out(code, guard):
     assert f"rejected by whole_scope: the copy is at warp scope but runs under '{guard}'" in err.message
 
 
+def test_a_guard_s_names_take_every_assignment_s_stride():
+    """The strides of the names a guard reads are found when a guard first
+    reads them (`threads._Strides`): `x` and `y` are set together from the
+    warp id, so `x` is the same across a warp; `y`, which the lane id is
+    assigned to later, is not, though its first assignment was already
+    followed for `x`."""
+    text = GUARDED.replace("CODE", "y: i32 = 0\n    x, y = wid, wid\n    if x == 0:\n        warp.copy(A, D_f)\n"
+                                   "    y = lane\n    if y == 0:\n        warp.copy(A, D_f)")
+    err = error(text)
+    assert err.span.line == 14
+    assert "rejected by whole_scope: the copy is at warp scope but runs under 'y == 0'" in err.message
+
+
 def test_warp_conditions_keep_whole_warps():
     text = GUARDED.replace("CODE", "if wid == 1:\n        warp.copy(A, D_f)")
     assert "st.global.v2.b32" in compile_source(text, "k.tile").ptx

@@ -118,43 +118,78 @@ class Threads:
         return expr
 
 
-@last_kernel
-def _id_strides(syms: KernelSymbols) -> Dict[str, int]:
-    """The finest thread stride each name depends on: launch ids, and the
-    names assigned from them."""
-    strides = {
-        i.name: LAUNCH_AXES[i.builtin].stride
-        for i in syms.launch.ids
-        if LAUNCH_AXES[i.builtin].stride is not None
-    }
-    # per assignment: the names it sets and what its value's stride reads (`_reads`), found
-    # once; the rounds until nothing changes then look at those, not at the values again
-    flows = []
-    for a in statements(syms.kernel):
-        if isinstance(a, (ir.Assign, ir.AugAssign)):
-            names, elected = _reads(a.value)
-            targets = a.targets if isinstance(a, ir.Assign) else (a.target,)
-            set_ = [item.id for t in targets for item in (t.items if isinstance(t, ir.TupleExpr) else (t,))
-                    if isinstance(item, ir.Name)]
-            if set_ and (names or elected):
-                flows.append((names, elected, set_))
-    changed = True
-    while changed:
-        changed = False
-        for names, elected, set_ in flows:
-            s = _stride(names, elected, strides)
-            if s is None:
-                continue
-            for name in set_:
-                if s < strides.get(name, 1 << 30):
-                    strides[name] = s
-                    changed = True
-    return strides
+class _Strides:
+    """The finest thread stride each name depends on -- launch ids, and the
+    names assigned from them -- worked out for the names a guard reads
+    when one first asks (`settle`): a kernel's guards read a few names
+    (its launch ids, a flag or two), and reading every assignment's value
+    to find every name's stride was most of what a small kernel's calls
+    cost here.
+
+    A name's stride is the least over the assignments that set it of the
+    least stride their value reads (or 1 where it calls ptx.elect_sync),
+    which depends only on the names those values read, and on theirs in
+    turn: `settle` collects those, then finds their strides by rounds
+    until nothing changes (strides only fall), as for the whole kernel.  A
+    settled name's stride is final; an assignment that also sets another
+    name may lower it meanwhile, to a stride that name really reaches, so
+    it settles to the same least stride later."""
+
+    def __init__(self, syms: KernelSymbols):
+        self.strides = {
+            i.name: LAUNCH_AXES[i.builtin].stride
+            for i in syms.launch.ids
+            if LAUNCH_AXES[i.builtin].stride is not None
+        }
+        self.settled: set = set()
+        self.setters: Dict[str, list] = {}  # name -> [(assignment, the names it sets)]
+        for a in statements(syms.kernel):
+            if isinstance(a, (ir.Assign, ir.AugAssign)):
+                targets = a.targets if isinstance(a, ir.Assign) else (a.target,)
+                set_ = [item.id for t in targets for item in (t.items if isinstance(t, ir.TupleExpr) else (t,))
+                        if isinstance(item, ir.Name)]
+                for name in set_:
+                    self.setters.setdefault(name, []).append((a, set_))
+
+    def settle(self, names: list) -> None:
+        """Find the strides of `names` (those not settled yet)."""
+        needed = {n for n in names if n not in self.settled}
+        todo, flows, seen = list(needed), [], set()
+        while todo:
+            for a, set_ in self.setters.get(todo.pop(), ()):
+                if id(a) in seen:
+                    continue
+                seen.add(id(a))
+                reads, elected = _reads(a.value)
+                if not (reads or elected):
+                    continue
+                flows.append((reads, elected, set_))
+                for n in reads:
+                    if n not in needed and n not in self.settled:
+                        needed.add(n)
+                        todo.append(n)
+        strides = self.strides
+        changed = True
+        while changed:
+            changed = False
+            for reads, elected, set_ in flows:
+                s = _stride(reads, elected, strides)
+                if s is None:
+                    continue
+                for name in set_:
+                    if s < strides.get(name, 1 << 30):
+                        strides[name] = s
+                        changed = True
+        self.settled |= needed
+
+
+_STRIDES = last_kernel(_Strides)
+"""The kernel's `_Strides`, settled as its calls' guards ask."""
 
 
 def _reads(e: ir.Expr) -> tuple:
     """(the names `e` reads, in walk order, whether it calls ptx.elect_sync):
-    what `expr_stride` looks at."""
+    what a stride is found from."""
     names, elected = [], False
     for n in visit.walk(e):
         if isinstance(n, ir.Name):
@@ -162,11 +197,6 @@ def _reads(e: ir.Expr) -> tuple:
         elif isinstance(n, ir.Call) and n.func == "ptx.elect_sync":
             elected = True
     return names, elected
-
-
-def expr_stride(e: ir.Expr, strides: Dict[str, int]) -> Optional[int]:
-    """The finest thread stride `e` depends on, or None (no thread id)."""
-    return _stride(*_reads(e), strides)
 
 
 def _stride(names: list, elected: bool, strides: Dict[str, int]) -> Optional[int]:
@@ -183,9 +213,11 @@ def narrowing_guard(op: TileOp, ctx: DispatchContext, scope: str) -> Optional[ir
     if scope == "thread":
         return None
     limit = SCOPE_STRIDE.get(scope, 1 << 30)
-    strides = _id_strides(ctx.symbols)
+    strides = _STRIDES(ctx.symbols)
     for g in ctx.guards:
-        s = expr_stride(g, strides)
+        names, elected = _reads(g)
+        strides.settle(names)
+        s = _stride(names, elected, strides.strides)  # the finest thread stride g depends on, if any
         if s is not None and s < limit:
             return g
     return None
