@@ -326,12 +326,21 @@ class Held:
 
 
 def held_elements(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> list:
-    """The elements of register region `reg` each thread holds, by slot.
-    `Decline` when whether a slot's element is in the region depends on the
-    thread (a region that cuts through the thread pattern)."""
+    """The elements of register region `reg` each thread holds, by slot,
+    its position on each axis given by `axes`.  `Decline` when whether a
+    slot's element is in the region depends on the thread (a region that
+    cuts through the thread pattern).  Kept with `st` per region bounds
+    and positions (the index expressions unplaced: each call places them
+    at itself)."""
     held = held_slots(reg, st)
-    index = region_index(reg, st, axes)
-    return [Held(s, c, index(base), base) for s, c, base in held]
+    # the same for every call naming the region with the same thread positions (an accumulator's
+    # copies, maps and casts in each K step or epilogue): kept with the storage, as `held` is
+    key = ("held elements", id(held), tuple(axes.items()))  # (`held` is kept in st.answers: its id stays its)
+    found = st.answers.get(key)
+    if found is None:
+        index = region_index(reg, st, axes)
+        found = st.answers[key] = tuple(Held(s, c, index(base), base) for s, c, base in held)
+    return found
 
 
 def region_index(reg: Region, st: Storage, axes: Dict[str, ir.Expr]) -> Callable[[tuple], tuple]:
