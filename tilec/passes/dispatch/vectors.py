@@ -44,6 +44,7 @@ class Divisors:
         self.sources = _assignments(symbols.kernel)
         self.dims = symbols.dims
         self.cache: Dict[str, int] = {}
+        self.exprs: Dict[int, tuple] = {}  # id(expr) -> (expr, its divisor): kept, so that its id stays its
 
     def name(self, name: str) -> int:
         if name in self.dims:
@@ -63,7 +64,13 @@ class Divisors:
         return self.cache[name]
 
     def of(self, e: ir.Expr) -> int:
-        return known_divisor(e, self.name)
+        """A number known to divide `e`, worked out once per expression
+        object (a copy's elements share their coordinates, and each
+        element's is asked)."""
+        found = self.exprs.get(id(e))
+        if found is None:
+            found = self.exprs[id(e)] = (e, known_divisor(e, self.name))
+        return found[1]
 
 
 def vector_ok(r: Region, v: int, divisors: Divisors) -> bool:
