@@ -15,6 +15,7 @@ keeps the check.
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional, Sequence
 
 from tilec.compiler import records
@@ -77,12 +78,13 @@ class Region:
     def name(self) -> str:
         return self.buffer.name
 
-    @property
+    @functools.cached_property
     def dims(self) -> tuple:
-        """The buffer dims the region extends over (extent > 1)."""
+        """The buffer dims the region extends over (extent > 1); worked out
+        once (a lowering asks for each element it names)."""
         return tuple(d for d, e in enumerate(self.extents) if e != 1)
 
-    @property
+    @functools.cached_property
     def shape(self) -> tuple:
         return tuple(self.extents[d] for d in self.dims)
 
