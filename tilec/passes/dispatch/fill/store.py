@@ -78,7 +78,9 @@ def lower(op, ctx):
         check_scope(st, scope, threads, "register buffer")
         axes = axis_exprs(st, threads)
         value = located(value, op.span)
-        stmts = [assign(register_element(dst.buffer, coord, op.span), value, op.span) for _, coord, _ in held_slots(dst, st)]
-        return guarded(st.guard(threads, axes), roll(ctx, stmts, op.span))
+        held = held_slots(dst, st)
+        stmts = [assign(register_element(dst.buffer, coord, op.span), value, op.span) for _, coord, _ in held]
+        stmts = roll(ctx, stmts, op.span, anchors=[coord for _, coord, _ in held])  # each sets its register
+        return guarded(st.guard(threads, axes), stmts)
     tid = threads.require(threads.index(scope), f"each thread's position in its {scope}")
     return spread(ctx, threads.size(scope), tid, dst.shape, 1, lambda index: [assign(dst.element(index), value)])

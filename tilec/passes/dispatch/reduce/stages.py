@@ -261,9 +261,13 @@ def lower(r: Reduction, ctx: DispatchContext, lanes=butterfly) -> List[ir.Stmt]:
     butterfly unless a variant combines lanes another way), shared-memory
     exchange, in that order, each only when the plan needs it."""
     syms, at = ctx.symbols, r.span
-    values = [_tree(r.op, [_as(p, r.dtype, syms, at) for p in row.parts], at) for row in r.rows]
+    as_dtype = _converter(r, syms)
+    values = [_tree(r.op, [as_dtype(p) for p in row.parts], at) for row in r.rows]
+    # each result assigns its register, named by thread-0 coordinates (`roll`'s anchors)
+    dst_registers = [tuple(i.value for i in row.dst.indices) for row in r.rows]
     if not (r.lanes or r.warps or r.accum):
-        return roll(ctx, [ir.Assign((row.dst,), value, span=at) for row, value in zip(r.rows, values)], at)
+        return roll(ctx, [ir.Assign((row.dst,), value, span=at) for row, value in zip(r.rows, values)], at,
+                    anchors=dst_registers)
     temps = []
     stmts: List[ir.Stmt] = []
     for value in values:
@@ -280,14 +284,18 @@ def lower(r: Reduction, ctx: DispatchContext, lanes=butterfly) -> List[ir.Stmt]:
     # they are, and keying them was most of its time.
     ends = [ir.Assign((row.dst,), combine(r.op, row.dst, t, at) if r.accum else t, span=at)
             for row, t in zip(r.rows, temps)]
-    return stmts + roll(ctx, ends, at)
+    return stmts + roll(ctx, ends, at, anchors=dst_registers)
 
 
-def _as(value: ir.Expr, dtype: str, syms, span: Optional[ir.Span] = None) -> ir.Expr:
-    have = syms.type_of(value)
-    if assignable(have, dtype, value):
-        return value
-    return ir.Call("convert", (value, ir.DTypeLit(dtype, span=span)), span=span)
+def _converter(r: Reduction, syms):
+    """A source register as the reduction computes it: itself, or
+    converted to its type (at the call) -- the same for every register,
+    each of the source's dtype, so decided once."""
+    first = next((p for row in r.rows for p in row.parts), None)
+    if first is None or assignable(syms.type_of(first), r.dtype, first):
+        return lambda part: part
+    dtype, at = r.dtype, r.span
+    return lambda part: ir.Call("convert", (part, ir.DTypeLit(dtype, span=at)), span=at)
 
 
 def _exchange(r: Reduction, temps: list, ctx: DispatchContext) -> List[ir.Stmt]:
