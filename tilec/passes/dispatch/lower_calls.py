@@ -12,11 +12,12 @@ points at the primitive that produced them.
 """
 from __future__ import annotations
 
+import operator
 from typing import Optional
 
 import attrs
 
-from tilec.compiler import ir
+from tilec.compiler import ir, visit
 from tilec.compiler.builtins import tile_primitive
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Pass, PassContext
@@ -65,21 +66,23 @@ class _Kernel:
         return block
 
     def stmt(self, s: ir.Stmt, guards: tuple) -> list:
+        """`s` lowered: a statement holding no tile-primitive call is kept
+        as it is (most of a kernel's blocks hold none)."""
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and tile_primitive(s.expr.func):
             return self.lower(s.expr, guards)
         if isinstance(s, ir.If):
             negated = ir.Unary("not", s.cond, span=s.cond.span)
-            return [attrs.evolve(
-                s,
-                then=self.body(s.then, guards + (s.cond,)),
-                orelse=self.body(s.orelse, guards + (negated,), keep_empty=True),
-            )]
+            then = self.body(s.then, guards + (s.cond,))
+            orelse = self.body(s.orelse, guards + (negated,), keep_empty=True)
+            return [s if _same(then, s.then) and _same(orelse, s.orelse) else visit.evolve(s, then=then, orelse=orelse)]
         if isinstance(s, ir.While):
-            return [attrs.evolve(s, body=self.body(s.body, guards + (s.cond,)))]
+            body = self.body(s.body, guards + (s.cond,))
+            return [s if _same(body, s.body) else visit.evolve(s, body=body)]
         if isinstance(s, ir.For):
             # a thread-dependent trip count leaves threads out of the body too
             trips = ir.Binary("<", s.start, s.stop, span=s.span)
-            return [attrs.evolve(s, body=self.body(s.body, guards + (trips,)))]
+            body = self.body(s.body, guards + (trips,))
+            return [s if _same(body, s.body) else visit.evolve(s, body=body)]
         return [s]
 
     def lower(self, call: ir.Call, guards: tuple) -> list:
@@ -92,3 +95,9 @@ class _Kernel:
         memo: dict = {}
         return [located(s, op.span, memo) for s in selection.stmts]
 
+
+
+def _same(new: tuple, old: tuple) -> bool:
+    """Whether a lowered block is the block it came from, statement for
+    statement (nothing in it was a tile-primitive call)."""
+    return len(new) == len(old) and all(map(operator.is_, new, old))
