@@ -97,21 +97,13 @@ _ABSENT = (None, None, None, 0)  # a stack entry for an absent `[x]`: a None chi
 _value, _height = operator.itemgetter(0), operator.itemgetter(3)  # of a stack entry
 
 
-def _keeps_all(rule) -> bool:
-    """Whether a rule's node has its children as they are: each kept, in
-    order, none spliced, no None placeholder."""
-    keep, nones_after = rule[4], rule[5]
-    return not nones_after and list(keep) == [(i, False, 0) for i in range(rule[1])]
-
-
 class _Scanner:
-    __slots__ = ("pattern", "keywords", "allowed", "ignore", "terminals", "tokens", "_regex")
+    __slots__ = ("pattern", "keywords", "allowed", "ignore", "terminals", "_regex")
 
     def __init__(self, pattern, keywords, allowed, ignore, terminals):
         self.pattern, self.keywords = pattern, keywords
         self.allowed, self.ignore = frozenset(allowed), frozenset(ignore)
         self.terminals = frozenset(terminals)
-        self.tokens = self.terminals - self.ignore  # (the terminals that make tokens)
         self._regex = None
 
     @property
@@ -131,35 +123,14 @@ class Parser:
         self.grammar = tables["grammar"]
         self.start, self.end = tables["start"], tables["end"]
         self.states = tables["states"]
-        # Each rule with one more field: whether its node keeps all its
-        # children, in order, as they are (no splice, no placeholder), so
-        # that the reduction passes them on without building a new list.
-        self.rules = [rule + (_keeps_all(rule),) for rule in tables["rules"]]
+        self.rules = tables["rules"]
         scanners = [_Scanner(*s) for s in tables["scanners"]]
         self.lexer_of = [scanners[i] for i in tables["lexer_of"]]
         self.root = scanners[tables["root_lexer"]]
         self.terminal_texts = tables["terminal_texts"]
         self.ignored = tuple(tables["ignored"])  # (the patterns of the ignored terminals)
-        self._skip = None  # see `_skip_match`
-        # (state below, state, terminal) -> the state the parser is in once
-        # the unit reductions `terminal` makes in `state` are done: a name
-        # followed by `)` climbs some fifteen precedence levels, each a
-        # reduction that only changes the state.
-        self._after_units: dict = {}
 
     # -- lexing ----------------------------------------------------------------
-
-    @property
-    def _skip_match(self):
-        """The root lexer's alternation behind a run of what every lexer
-        ignores (blanks between tokens): one match reads the blanks and the
-        token after them (see `_lex`); None when nothing is ignored.
-        Compiled on first use: only a text the descent refuses is lexed
-        here (`tilec.grammar.descent`), so most processes never need it."""
-        if self._skip is None:
-            ignored = "|".join(self.ignored)
-            self._skip = (re.compile(f"(?:{ignored})?(?:{self.root.pattern})").match,) if ignored else (None,)
-        return self._skip[0]
 
     def _lex(self, text: str, state_stack: list):
         """The tokens of `text`, each read by the lexer of the state the
@@ -172,32 +143,21 @@ class Parser:
         where the root lexer matches nothing, no keyword does either (NAME
         would).  Only a match of a terminal the state lacks needs the
         state's own expression: most states' are never compiled (each costs
-        a regex compile in every process).
-
-        Blanks are read with the token after them, by `_skip_match` (the
-        blanks, then the root lexer's match); where that match is not a
-        terminal of the state's (or is blanks again, or nothing), the blanks
-        and the token are read one at a time as above, which is what the
-        one match stands for."""
+        a regex compile in every process).  (Only a text the descent
+        refuses is lexed here, `tilec.grammar.descent`: this reads one token
+        at a time, blanks too, as plainly as it can.)"""
         lexer_of = self.lexer_of
         root_match = self.root.match
-        skip_match = self._skip_match
-        new = str.__new__
         pos, line, line_start, end = 0, 1, 0, len(text)
         while pos < end:
             scanner = lexer_of[state_stack[-1]]
-            m = skip_match(text, pos) if skip_match is not None else None
-            if m is not None and m.lastgroup in scanner.tokens:
-                kind = m.lastgroup
-                start, pos = m.span(kind)
-            else:
-                m = root_match(text, pos)
-                if m is not None and m.lastgroup not in scanner.terminals:
-                    m = scanner.match(text, pos)
-                if m is None:
-                    raise self._unexpected(scanner, text, pos, line, pos - line_start + 1, state_stack)
-                kind = m.lastgroup
-                start, pos = pos, m.end()
+            m = root_match(text, pos)
+            if m is not None and m.lastgroup not in scanner.terminals:
+                m = scanner.match(text, pos)
+            if m is None:
+                raise self._unexpected(scanner, text, pos, line, pos - line_start + 1, state_stack)
+            kind = m.lastgroup
+            start, pos = pos, m.end()
             value = text[start:pos]
             column = start - line_start + 1
             start_line = line
@@ -209,12 +169,7 @@ class Parser:
             words = scanner.keywords.get(kind)
             if words is not None:
                 kind = words.get(value, kind)
-            # Token(kind, value, start, start_line, column, line, ...), without
-            # the call of a Python __new__ (one per token)
-            token = new(Token, value)
-            token.type, token.start_pos, token.line, token.column = kind, start, start_line, column
-            token.end_line, token.end_column, token.end_pos = line, pos - line_start + 1, pos
-            yield token
+            yield Token(kind, value, start, start_line, column, line, pos - line_start + 1, pos)
 
     def _unexpected(self, scanner, text, pos, line, column, state_stack):
         """What Lark's contextual lexer raises where the state's lexer reads
@@ -246,7 +201,6 @@ class Parser:
         (One loop: a reduction written out in it rather than a call, the end
         of input a token like the others.)"""
         states, rules, end_state = self.states, self.rules, self.end
-        after_units = self._after_units
         state_stack = [self.start]
         # One entry per stack symbol: (value, first token, last token,
         # height).  The tokens are the first and last with a position below
@@ -269,13 +223,9 @@ class Parser:
                     state_stack.append(action)
                     push((token, token, token, 0))
                     break
-                origin, size, kind, name, keep, nones_after, keeps_all = rules[~action]
+                origin, size, kind, name, keep, nones_after = rules[~action]
                 if kind == UNIT:  # the child stands for the rule: only the state changes
-                    key = (state_stack[-2], state_stack[-1], ttype)
-                    after = after_units.get(key)
-                    if after is None:
-                        after = after_units[key] = self._units(key)
-                    state_stack[-1] = after
+                    state_stack[-1] = states[state_stack[-2]][origin]
                     continue
                 if size:
                     children = stack[-size:]
@@ -288,19 +238,16 @@ class Parser:
                 else:
                     children = []
                     first = last = None
-                if keeps_all:
-                    kept = children
-                else:
-                    kept = []
-                    for i, splice, nones in keep:
-                        if nones:
-                            kept += [_ABSENT] * nones
-                        if splice:
-                            kept += children[i][0]
-                        else:
-                            kept.append(children[i])
-                    if nones_after:
-                        kept += [_ABSENT] * nones_after
+                kept = []
+                for i, splice, nones in keep:
+                    if nones:
+                        kept += [_ABSENT] * nones
+                    if splice:
+                        kept += children[i][0]
+                    else:
+                        kept.append(children[i])
+                if nones_after:
+                    kept += [_ABSENT] * nones_after
                 if kind == SPLICE:
                     entry = (kept, first, last, 0)
                 else:
@@ -320,18 +267,6 @@ class Parser:
                 if state_stack[-1] == end_state and ttype == "$END":
                     return entry[0]
             last_token = token
-
-    def _units(self, key) -> int:
-        """The state after the unit reductions a terminal makes, in a row,
-        in a state above another (a unit reduction pops one state and
-        pushes one: the state below stays)."""
-        below, state, terminal = key
-        states, rules = self.states, self.rules
-        while True:
-            action = states[state].get(terminal)
-            if action is None or action >= 0 or rules[~action][2] != UNIT:
-                return state
-            state = states[below][rules[~action][0]]
 
     # -- errors ----------------------------------------------------------------
 
