@@ -48,18 +48,22 @@ def _block(stmts) -> tuple:
     with no assertion inside is kept as it is, not rebuilt."""
     out = []
     for s in stmts:
-        if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and s.expr.func == NAME:
+        cls = type(s)
+        if cls is ir.ExprStmt and type(s.expr) is ir.Call and s.expr.func == NAME:
             _check(s.expr)
             continue
-        fields = ("body", "then", "orelse")
-        if isinstance(s, ir.If):
+        fields = visit.block_fields(cls)
+        if not fields:  # (most statements: no block inside)
+            out.append(s)
+            continue
+        if cls is ir.If:
             cond = fold_expr(s.cond)
             if isinstance(cond, ir.Bool):  # fold-constants keeps only the branch taken
                 fields = ("then",) if cond.value else ("orelse",)
         changes = {}
         for field in fields:
-            value = getattr(s, field, None)
-            if isinstance(value, tuple) and value:
+            value = getattr(s, field)
+            if value:
                 block = _block(value)
                 if len(block) != len(value) or not all(map(operator.is_, block, value)):
                     changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
