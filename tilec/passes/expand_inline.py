@@ -34,7 +34,6 @@ visible after the loop.
 """
 from __future__ import annotations
 
-import operator
 import re
 from typing import Optional
 
@@ -294,7 +293,7 @@ class _Expander:
         if isinstance(s, ir.Assign):
             value = self.value(s.value, env, stack, pre)
             targets = tuple(self.target(t, env, pre) for t in s.targets)
-            return pre + [_rebuilt(s, targets=targets, value=value)]
+            return pre + [visit.evolve(s, targets=targets, value=value)]
         if isinstance(s, ir.AugAssign):
             value = self.value(s.value, env, stack, pre)
             if isinstance(s.target, ir.Name):
@@ -302,7 +301,7 @@ class _Expander:
                 self._check_bindable(target.id, env, target.span)
             else:
                 target = self.target(s.target, env, pre)
-            return pre + [_rebuilt(s, target=target, value=value)]
+            return pre + [visit.evolve(s, target=target, value=value)]
         if isinstance(s, ir.Return):
             raise TilecError("'return' is allowed only as the last statement of an inline helper", s.span)
         if isinstance(s, ir.Meta):
@@ -322,7 +321,7 @@ class _Expander:
             if isinstance(e, ir.Call) and env.get(e.func, _NOT_BOUND).kind == "helper":
                 body, _ = self.inline(e, env, stack)
                 return body
-            return pre + [_rebuilt(s, expr=self.value(e, env, stack, pre))]
+            return pre + [visit.evolve(s, expr=self.value(e, env, stack, pre))]
         if isinstance(s, ir.For):
             start, stop, step = (self.value(x, env, stack, pre) for x in (s.start, s.stop, s.step))
             var = self.renames.get(s.var, s.var)
@@ -331,20 +330,20 @@ class _Expander:
             inner = dict(env)
             inner[var] = _VAR
             return pre + [
-                _rebuilt(s, var=var, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))
+                visit.evolve(s, var=var, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))
             ]
         if isinstance(s, ir.If):
             cond = self.value(s.cond, env, stack, pre)
             decided = _constant_condition(cond)
             if decided is None:
                 then, orelse = self.block(s.then, env, stack), self.block(s.orelse, env, stack)
-                return pre + [_rebuilt(s, cond=cond, then=then, orelse=orelse)]
+                return pre + [visit.evolve(s, cond=cond, then=then, orelse=orelse)]
             # The branch not taken stays as written, unexpanded, until fold-constants drops it.
             if decided.value:
                 then, orelse = self.block(s.then, env, stack), tuple(map(self._renamed, s.orelse))
             else:
                 then, orelse = tuple(map(self._renamed, s.then)), self.block(s.orelse, env, stack)
-            return pre + [_rebuilt(s, cond=decided, then=then, orelse=orelse)]
+            return pre + [visit.evolve(s, cond=decided, then=then, orelse=orelse)]
         if isinstance(s, ir.While):
             n = _helper_call(s.cond, env)
             if n is not None:
@@ -354,10 +353,10 @@ class _Expander:
                     n.span,
                 )
             return [
-                _rebuilt(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
+                visit.evolve(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
             ]
         if isinstance(s, ir.TensorMap):
-            return [_rebuilt(s, value=self.subst(s.value, env))]
+            return [visit.evolve(s, value=self.subst(s.value, env))]
         return [s]  # Pass
 
     def target(self, t: ir.Expr, env: dict, pre: list) -> ir.Expr:
@@ -571,18 +570,6 @@ def _buffers_bound(stmts) -> set:
                 if isinstance(v, ir.Method) or (isinstance(v, ir.Call) and v.func in _MEMORY_CALLS):
                     out.add(n.targets[0].id)
     return out
-
-
-def _rebuilt(s: ir.Stmt, **fields) -> ir.Stmt:
-    """`s` with `fields` in place, or `s` itself where each is what `s`
-    holds (item by item for a tuple): most statements of a kernel expand to
-    themselves, and need not be built again."""
-    for name, value in fields.items():
-        old = getattr(s, name)
-        if value is not old and not (type(value) is tuple and len(value) == len(old)
-                                     and all(map(operator.is_, value, old))):
-            return visit.evolve(s, **fields)
-    return s
 
 
 def _expand_splats(kwargs: tuple) -> tuple:
