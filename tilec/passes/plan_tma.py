@@ -75,8 +75,10 @@ class _KernelPlanner:
         self.names = NameGen(syms.names_in_use(module))  # what `NameGen.avoiding` would read, without a walk
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
         self.planned: dict = {}  # (tensor, dtype, descriptor fields) -> the name `tensormap` gave it
-        # `plan_tma`'s arguments -> its plan: a kernel often makes one copy in several places (a
-        # prologue and its main loop, both sides of a branch), and a plan depends on them alone
+        # (global buffer, shared buffer, regions, direction, fill) -> the plan: a kernel often makes
+        # one copy in several places (a prologue and its main loop, both sides of a branch), and a
+        # plan depends on these alone (a buffer's name stands for its layout, shape and dtype: a
+        # kernel defines a buffer name once)
         self.plans: dict = {}
         self.new: list = []
 
@@ -144,11 +146,11 @@ class _KernelPlanner:
         if gbuf.runtime_dims:
             plan = self.runtime_plan(gbuf, slayout, sbuf, region, direction, oob.value)
         else:
-            args = (gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
-            key = args[:4] + (tuple(map(tuple, region)),) + args[5:]
+            key = (gbuf.name, sbuf.name, tuple(region[0]), tuple(region[1]), direction, oob.value)
             plan = self.plans.get(key)
             if plan is None:
-                plan = self.plans[key] = plan_tma(*args)
+                plan = self.plans[key] = plan_tma(
+                    gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
         need = SMEM_ALIGN
         if slayout.swizzle is not None:
             need = max(need, slayout.swizzle.period * sbuf.elem_bytes)
