@@ -226,3 +226,19 @@ def test_located_elements_place_what_located_places():
     broadcast = located_elements(r, call, dims=(2,))(cols[:1])  # moves along the last dim only
     assert [(n, n.span) for n in visit.walk(broadcast)] == [
         (n, n.span) for n in visit.walk(located(ir.Index(ir.Name("W"), (k, ir.Int(64), cols[0])), call))]
+
+
+def test_register_elements_are_shared_within_a_kernel_and_forgotten_after():
+    """The register elements lowerings name are built once per span of a
+    kernel (hgemm_v7's epilogue casts, one inlined helper's, name the same
+    f16 registers: one node each) and none is kept after the pass."""
+    from tilec.passes.dispatch import register_storage
+
+    path = EXAMPLES / "hopper/hgemm_v7.tile"
+    m = compile_source(path.read_text(), str(path), options=Options(stop_after="dispatch")).module
+    casts = [n for n in visit.walk(m) if isinstance(n, ir.Call) and n.func == "ptx.cvt.f16x2.f32"]
+    firsts = {(n.args[0], n.span): [] for n in casts}
+    for n in casts:
+        firsts[(n.args[0], n.span)].append(n.args[0])
+    assert len(casts) > len(firsts) and all(all(e is es[0] for e in es) for es in firsts.values())
+    assert register_storage._MADE == {}

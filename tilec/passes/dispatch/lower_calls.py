@@ -25,6 +25,7 @@ from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
 from tilec.passes.dispatch import DispatchContext, NameGen, TileOp, select
 from tilec.passes.dispatch.build import located
+from tilec.passes.dispatch.register_storage import forget_elements
 
 
 class Dispatch(Pass):
@@ -37,11 +38,18 @@ class Dispatch(Pass):
 
 
 def dispatch_module(module: ir.Module, target: Target, analyses: Optional[Analyses] = None) -> ir.Module:
+    """Every kernel of `module` lowered.  The register elements lowerings
+    name are shared between the calls of a kernel, and forgotten after it
+    (`register_storage.forget_elements`)."""
     kernels = []
-    for k in module.kernels:
-        syms = (analyses or Analyses()).of(k, module, target)  # the compile's, kept by plan-tma
-        lowering = _Kernel(target, syms, NameGen(syms.names_in_use(module)))  # (no walk of the kernel)
-        kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
+    try:
+        for k in module.kernels:
+            forget_elements()
+            syms = (analyses or Analyses()).of(k, module, target)  # the compile's, kept by plan-tma
+            lowering = _Kernel(target, syms, NameGen(syms.names_in_use(module)))  # (no walk of the kernel)
+            kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
+    finally:
+        forget_elements()
     return attrs.evolve(module, kernels=tuple(kernels))
 
 

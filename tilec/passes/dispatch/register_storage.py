@@ -261,10 +261,12 @@ def register_element(buf: Buffer, coord: Sequence[int], span: Optional[ir.Span] 
 def register_elements(buf: Buffer, span: Optional[ir.Span]) -> Callable[[Sequence[int]], ir.Index]:
     """`register_element(buf, coord, span)` as a function of `coord`, for
     a lowering that names many elements of one buffer (a cast, a
-    fragment).  Located elements are built once per call and span
+    fragment).  Located elements are built once per span in a kernel
     (`_made_at`), and their leaves (the buffer's name, each index) are
-    shared: the IR is immutable, and a cast of 64 elements names two
-    buffers and a few distinct indices."""
+    shared: the IR is immutable, a cast of 64 elements names two buffers
+    and a few distinct indices, and the calls of one inlined helper (an
+    epilogue's cast and store of each column block) share their span and
+    most of the registers they name."""
     if span is None:
         return lambda coord: register_element(buf, coord)
     made = _made_at(span)
@@ -290,16 +292,26 @@ def register_elements(buf: Buffer, span: Optional[ir.Span]) -> Callable[[Sequenc
     return element
 
 
-_MADE = [None, {}]
+_MADE: dict = {}  # id(span) -> (the span, kept so that its id stays its; what was built there)
+_MOST_SPANS = 256  # more spans than a kernel's calls have: asked outside `dispatch_module` (a test's `select`)
 
 
 def _made_at(span: ir.Span) -> dict:
-    """What `register_element` built at `span` (the call being lowered:
+    """What `register_element` built at `span` (a call being lowered:
     elements keyed by (buffer, coordinate), names by name, indices by
-    value), kept until elements are asked for at another span."""
-    if _MADE[0] is not span:
-        _MADE[0], _MADE[1] = span, {}
-    return _MADE[1]
+    value), kept for the kernel being dispatched: `forget_elements` empties
+    it before and after each, so that no element outlives its compile."""
+    found = _MADE.get(id(span))
+    if found is None:
+        if len(_MADE) >= _MOST_SPANS:
+            _MADE.clear()
+        found = _MADE[id(span)] = (span, {})
+    return found[1]
+
+
+def forget_elements() -> None:
+    """Drop the elements `register_element` built (`_made_at`)."""
+    _MADE.clear()
 
 
 def check_scope(st: Storage, scope: str, threads: Threads, what: str) -> None:
