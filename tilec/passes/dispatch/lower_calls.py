@@ -25,7 +25,6 @@ from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
 from tilec.passes.dispatch import DispatchContext, NameGen, TileOp, select
 from tilec.passes.dispatch.build import located
-from tilec.passes.dispatch.register_storage import forget_elements
 
 
 class Dispatch(Pass):
@@ -40,7 +39,10 @@ class Dispatch(Pass):
 def dispatch_module(module: ir.Module, target: Target, analyses: Optional[Analyses] = None) -> ir.Module:
     """Every kernel of `module` lowered.  The register elements lowerings
     name are shared between the calls of a kernel, and forgotten after it
-    (`register_storage.forget_elements`)."""
+    (`register_storage.forget_elements`; imported here, as the variants
+    that name registers import it, so that loading the pipeline does not)."""
+    from tilec.passes.dispatch.register_storage import forget_elements
+
     kernels = []
     try:
         for k in module.kernels:
