@@ -326,11 +326,13 @@ class _Lowering:
             if ts is not None:
                 return self.method_stmt(ts, s.expr)
         changes = {}
-        untaken = branch_not_taken(s)
-        for field in ("body", "then", "orelse"):
-            value = getattr(s, field, None) if field != untaken else None
-            if isinstance(value, tuple) and value:
-                changes[field] = self.block(value)
+        fields = visit.block_fields(type(s))
+        if fields:
+            untaken = branch_not_taken(s)
+            for field in fields:
+                value = getattr(s, field)
+                if value and field != untaken:
+                    changes[field] = self.block(value)
         if self.mentions[id(s)].isdisjoint(self.schedulers):
             return [visit.evolve(s, **changes) if changes else s]
         return [visit.map_children(s, self._part, **changes)]
