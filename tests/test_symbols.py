@@ -194,6 +194,17 @@ def test_located_user_errors(body, message, line):
     assert err.value.span is not None and err.value.span.line == line
 
 
+@pytest.mark.parametrize("dtype", ["e2m1", "ue8m0", "tf32"])
+@pytest.mark.parametrize("body", ["E[1] = 0", "E[1] = 1.0", "x = E[1]"])
+def test_packed_elements_are_neither_read_nor_written_one_by_one(dtype, body):
+    """fp4, ue8m0 and tf32 elements move only through the tile primitives: a
+    store of a literal into one was an internal error in emit-ptx (found by
+    test_fuzz's mutated gemm_small_m_split_k), a read was already refused."""
+    with pytest.raises(TilecError, match=f"{dtype} elements are not scalar values") as err:
+        analyze(f"kernel k(E: {dtype}[8]):\n    {body}\n")
+    assert err.value.span.line == 2 and err.value.span.col == body.index("E[1]") + 5
+
+
 def test_a_tuple_at_two_uses_is_checked_again_where_its_names_are_not_visible():
     """The analysis checks a tuple object met again (a wgmma group's register
     tuple) once while the block it was checked in is open; past that block,

@@ -517,9 +517,7 @@ class _TypeOf:
         check_element(buf, e)
         if buf.scope == "tmem":
             raise TilecError(f"tensor-memory buffer '{buf.name}' cannot be read element-wise", e.span)
-        d = DTYPES[buf.dtype]
-        if d.kind == "float" and d.name not in FLOAT_TYPES + FP8_TYPES:
-            raise TilecError(f"{buf.dtype} elements are not scalar values", e.span)
+        check_scalar_elements(buf, e.span)
         return value_type_of_dtype(buf.dtype)
 
     def _Method(self, e):
@@ -633,6 +631,15 @@ def check_element(buf: Buffer, e: ir.Index) -> None:
     for i in e.indices:
         if isinstance(i, ir.Slice):
             raise TilecError("a region (slice) is not an element; tile primitives take regions", i.span)
+
+
+def check_scalar_elements(buf: Buffer, span) -> None:
+    """An element of `buf` is read or written one at a time: its dtype must be
+    a scalar value's (fp4 and the ue8m0 scale factors are packed, moved only
+    by the tile primitives)."""
+    d = DTYPES[buf.dtype]
+    if d.kind == "float" and d.name not in FLOAT_TYPES + FP8_TYPES:
+        raise TilecError(f"{buf.dtype} elements are not scalar values", span)
 
 
 # --------------------------------------------------------------------------
@@ -982,6 +989,7 @@ class _Analyzer:
         check_element(buf, t)
         if buf.scope == "tmem":
             raise TilecError(f"tensor-memory buffer '{buf.name}' cannot be written element-wise", t.span)
+        check_scalar_elements(buf, t.span)
         return buf
 
     # ---- declarations -------------------------------------------------
