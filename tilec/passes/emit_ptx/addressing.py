@@ -35,6 +35,7 @@ from tilec.compiler.symbols import Buffer, check_element
 from tilec.compiler.value_types import literal_type, value_type_of_dtype
 from tilec.passes.emit_ptx.expressions import imm_value, wrap
 from tilec.passes.emit_ptx.registers import Operand
+from tilec.passes.emit_ptx.replay import signature
 
 _SMALL = 1 << 31  # constant digits, strides and offsets below this fold as Python ints (`axis_offsets`)
 
@@ -55,14 +56,15 @@ def mem_type(dtype: str) -> str:
     return d.ptx
 
 
+def _constant_key(name: str, indices: Sequence[ir.Expr]) -> Optional[tuple]:
+    """(name, *indices) when every index is a constant, else None."""
+    values = [i.value for i in indices if type(i) is ir.Int]
+    return (name, *values) if len(values) == len(indices) else None
+
+
 def _element_key(e: ir.Index) -> Optional[tuple]:
     """(buffer name, *indices) of an element at constant indices, else None."""
-    indices = e.indices
-    if type(e.base) is ir.Name:
-        values = [i.value for i in indices if type(i) is ir.Int]
-        if len(values) == len(indices):
-            return (e.base.id, *values)
-    return None
+    return _constant_key(e.base.id, e.indices) if type(e.base) is ir.Name else None
 
 
 @records.frozen
@@ -129,21 +131,41 @@ class Addressing:
             if not idx.is_reg and 0 <= imm_value(idx) < _SMALL:
                 self._constant_digits(imm_value(idx), iters, keep, t, sums)
                 continue
-            inner = 1
-            for j in range(len(iters) - 1, -1, -1):
-                it = iters[j]
-                if it.extent > 1 and keep(it.axis):
-                    digit = self.arith("//", idx, self.imm(inner, t), t)
-                    if j > 0:  # the outermost digit of an in-bounds index needs no wrap
-                        digit = self.arith("%", digit, self.imm(it.extent, t), t)
-                    term = self.arith("*", digit, self.imm(it.stride, t), t)
-                    self._add_term(sums, it.axis, term, t)
-                inner *= it.extent
+            kept = tuple(j for j in range(len(iters) - 1, -1, -1) if iters[j].extent > 1 and keep(iters[j].axis))
+            axes = tuple({iters[j].axis: None for j in kept})
+            key, params = ["dim", id(iters), kept, t, signature(idx)], [idx] if idx.is_reg else []
+            for axis in axes:
+                s = sums.get(axis)
+                if type(s) is Operand:
+                    key.append(signature(s))
+                    if s.is_reg:
+                        params.append(s)
+                else:
+                    key.append(s)
+            new = self.replayed(tuple(key), params, lambda: self._digits(idx, iters, kept, axes, t, sums))
+            sums.update(zip(axes, new))
         for name, value in g.layout.offset:
             if keep(name):
                 base = sums.get(name, 0)
                 sums[name] = self.arith("+", self._operand(base, t), self.imm(value, t), t)
         return {axis: self._operand(v, t) for axis, v in sums.items()}
+
+    def _digits(self, idx: Operand, iters, kept: tuple, axes: tuple, t: str, sums) -> tuple:
+        """`axis_offsets` for one index `idx` in a register: the terms of the
+        digits of iterators `kept` (innermost first) added to `sums`; the
+        new sums of `axes`, the axes of those iterators (a recording's
+        outputs: the same index arithmetic recurs for every element)."""
+        inner = 1
+        for j in range(len(iters) - 1, -1, -1):
+            it = iters[j]
+            if j in kept:
+                digit = self.arith("//", idx, self.imm(inner, t), t)
+                if j > 0:  # the outermost digit of an in-bounds index needs no wrap
+                    digit = self.arith("%", digit, self.imm(it.extent, t), t)
+                term = self.arith("*", digit, self.imm(it.stride, t), t)
+                self._add_term(sums, it.axis, term, t)
+            inner *= it.extent
+        return tuple(sums[axis] for axis in axes)
 
     def _constant_digits(self, v: int, iters, keep, t: str, sums) -> None:
         """`axis_offsets` for one constant index `v` in [0, 2**31): its digits
@@ -190,9 +212,21 @@ class Addressing:
             v = imm_value(m)
             bits = wrap(wrap(v >> (p + a), t) & ((1 << b) - 1), t)
             return self.imm(wrap(v ^ wrap(bits << p, t), t), t)
+        return self.replayed(("swizzle", p, b, a, t, signature(m)), [m], lambda: (self._swizzle(m, p, b, a, t),))[0]
+
+    def _swizzle(self, m: Operand, p: int, b: int, a: int, t: str) -> Operand:
         src = self.arith(">>", m, self.imm(p + a, "u32"), t)
         bits = self.arith("&", src, self.imm((1 << b) - 1, t), t)
         return self.arith("^", m, self.arith("<<", bits, self.imm(p, "u32"), t), t)
+
+    def _extents(self, buf: Buffer) -> tuple:
+        """(whether `buf` has runtime extents, whether a dim has 2**31
+        elements or more), kept per buffer: asked for every element."""
+        facts = self.extents.get(buf.name)
+        if facts is None:
+            facts = self.extents[buf.name] = (bool(buf.runtime_dims),
+                                              any(type(e) is int and e >= 2**31 for e in buf.shape))
+        return facts
 
     def _check_index_width(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> None:
         """Refuse a 32-bit index into a dimension of 2**31 elements or more:
@@ -218,7 +252,12 @@ class Addressing:
             wide = (literal_type(i.value) if type(i) is ir.Int else self.syms.type_of(i)) in ("i64", "u64")
             if wide:
                 break
-        return "i64" if wide or not buf.runtime_dims and buf.nbytes >= 2**31 else "i32"
+        if wide:
+            return "i64"
+        big = self.big_buffers.get(buf.name)
+        if big is None:
+            big = self.big_buffers[buf.name] = not buf.runtime_dims and buf.nbytes >= 2**31
+        return "i64" if big else "i32"
 
     def runtime_offset(self, buf: Buffer, indices: Sequence[ir.Expr], t: str) -> Operand:
         """The row-major offset of an element of a buffer with runtime
@@ -237,9 +276,11 @@ class Addressing:
 
     def memory_offset(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
         """The swizzled `m` offset (in elements) of a memory buffer's element."""
-        self._check_index_width(buf, indices, span)
+        runtime, huge = self._extents(buf)
+        if huge:
+            self._check_index_width(buf, indices, span)
         t = self.offset_type(buf, indices)
-        if buf.runtime_dims:
+        if runtime:
             return self.runtime_offset(buf, indices, t)
 
         def keep(axis):
@@ -272,8 +313,12 @@ class Addressing:
             d = self.regs.temp(t)
             self.line(f"mad.wide.s32 {d}, {m}, {elem_bytes}, {base};")
             return d
+        key = ("offset", signature(base), signature(m), elem_bytes)
+        return self.replayed(key, [op for op in (base, m) if op.is_reg], lambda: (self._offset(base, m, elem_bytes),))[0]
+
+    def _offset(self, base: Operand, m: Operand, elem_bytes: int) -> Operand:
         byte = self.arith("*", m, self.imm(elem_bytes, m.type), m.type)
-        return self.arith("+", base, self.convert(byte, t), t)
+        return self.arith("+", base, self.convert(byte, base.type), base.type)
 
     def tmem_address(self, buf: Buffer, indices, span) -> Operand:
         def keep(axis):
@@ -320,8 +365,7 @@ class Addressing:
         Constant indices fold to an immediate and emit nothing, so that slot
         is kept per buffer: lowered kernels name the same register-array
         elements over and over (an accumulator in every wgmma, every cast)."""
-        values = [i.value for i in indices if type(i) is ir.Int]
-        key = (buf.name, *values) if len(values) == len(indices) else None
+        key = _constant_key(buf.name, indices)
         if key is not None:
             slot = self.const_slots.get(key)
             if slot is not None:
@@ -493,7 +537,7 @@ class Addressing:
         ref = self.element_ref(e)
         packed = ref.word is not None
         regs = self.packed_arrays[buf.storage] if packed else self.reg_arrays[buf.storage]
-        first = 2 * regs.index(ref.word) + ref.half if packed else regs.index(ref.reg)
+        first = int(self.local_slot(buf, e.indices, span).text)  # the slot `element_ref` found (kept)
         slots = 2 * len(regs) if packed else len(regs)
         if first + n > slots:
             raise TilecError(f"copy_vec: {n} registers from slot {first} overrun '{buf.name}' ({slots})", span)

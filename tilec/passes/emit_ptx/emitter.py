@@ -5,7 +5,9 @@ Input IR is fully lowered: no tile primitives, inline helpers, meta values or
 source location.  Each kernel becomes one `.entry`: parameters as
 docs/internals.md fixes them, then a body of typed virtual registers
 (`registers.py`) computed by `expressions.py`, element accesses placed by
-`addressing.py`, and intrinsics expanded by `intrinsic_emit.py`.  The pass
+`addressing.py`, and intrinsics expanded by `intrinsic_emit.py`; a piece
+of arithmetic emitted before is formatted again from its recording
+(`replay.py`: an unrolled kernel names the same addresses over and over).  The pass
 leaves the module unchanged and writes `ctx.artifacts["ptx"]` and
 `ctx.artifacts["meta"]` (kernel.json, `metadata.py`).
 """
@@ -31,6 +33,7 @@ from tilec.passes.emit_ptx.intrinsic_emit import IntrinsicCalls
 from tilec.passes.emit_ptx.math_emit import MathCalls
 from tilec.passes.emit_ptx.metadata import kernel_meta, module_meta
 from tilec.passes.emit_ptx.registers import Operand, Registers, ptx_type
+from tilec.passes.emit_ptx.replay import Replay
 
 DYN_SMEM = "$dynamic_smem"
 """The one dynamic shared arena every kernel of a module addresses."""
@@ -103,7 +106,7 @@ _STMT_METHOD = {kind: "_" + kind.__name__ for kind in (
 no name built)."""
 
 
-class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
+class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
     """Emits one kernel.  State: the output lines, the register pool, the
     scoped name bindings (`env`), each buffer's base address (`bases`) and
     the registers of each register array (`reg_arrays`)."""
@@ -136,6 +139,12 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
         self.tid: Optional[Operand] = None
         self.local_in_memory = syms.runtime_indexed
         self.packed_arrays: Dict[str, List[Operand]] = {}
+        self.extents = {}  # buffer name -> (has runtime extents, has a dim of 2**31 elements or more)
+        self.big_buffers = {}  # buffer name -> whether it spans 2**31 bytes or more (`offset_type`)
+        self.recordings = {}  # key -> a replay.Recording, or a marker (see `Replay.replayed`)
+        self.shapes = {}  # id(expression) -> (the node, its shape id or None), see `Replay.shape`
+        self.shape_ids = {}  # a shape's key -> its id
+        self.shape_names: List[tuple] = []  # shape id -> the names it reads
 
     # ---- output ---------------------------------------------------------
 
@@ -144,10 +153,14 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls):
             self.lines.append(text)
             return
         if self.location != self.located:
-            file, line, col = self.location
-            self.lines.append(f"\t.loc {self.files.setdefault(file, len(self.files) + 1)} {line} {col}")
-            self.located = self.location
+            self.locate()
         self.lines.append("\t" + text)
+
+    def locate(self) -> None:
+        """A `.loc` for the statement being emitted, before its first instruction."""
+        file, line, col = self.location
+        self.lines.append(f"\t.loc {self.files.setdefault(file, len(self.files) + 1)} {line} {col}")
+        self.located = self.location
 
     def emit(self) -> str:
         self.prologue()

@@ -33,6 +33,23 @@ _ROUND_INT = {"rn": "rni", "rz": "rzi", "rm": "rmi", "rp": "rpi"}
 _HALF = ("f16", "bf16")
 
 
+_REPLAYED = frozenset({ir.Binary, ir.Unary, ir.Select})
+"""The expressions whose emission `value` replays (`replay.py`) when their
+shape allows: the others emit one instruction or none."""
+
+
+def _compound(e: ir.Expr) -> bool:
+    """Whether `e` (of a `_REPLAYED` class) has an operand of one: an
+    operation on leaves emits one instruction or two, which a replay would
+    not make cheaper (`a + b`, and every `acc += x` of an unrolled loop)."""
+    kind = type(e)
+    if kind is ir.Binary:
+        return type(e.lhs) in _REPLAYED or type(e.rhs) in _REPLAYED
+    if kind is ir.Unary:
+        return type(e.operand) in _REPLAYED
+    return True
+
+
 def _is_int_like(t: str) -> bool:
     return is_int(t) or t in POINTER_TYPES
 
@@ -133,12 +150,22 @@ class Expressions:
 
     # ---- expressions ----------------------------------------------------
 
-    def value(self, e: ir.Expr, want: Optional[str] = None) -> Operand:
+    def value(self, e: ir.Expr, want: Optional[str] = None, replay: bool = True) -> Operand:
         """Evaluate `e`; with `want`, implicitly converted to that type (the
-        conversion is one `value_types.assignable` allows, checked by callers)."""
-        how = self.value_functions.get(type(e))  # node classes have no subclasses: one look, not a chain of isinstance
+        conversion is one `value_types.assignable` allows, checked by callers).
+        An expression of operands and arithmetic is replayed when its shape
+        was emitted before (`replay.py`); `replay=False` emits it (what a
+        recording records)."""
+        kind = type(e)
+        how = self.value_functions.get(kind)  # node classes have no subclasses: one look, not a chain of isinstance
         if how is None:
             return self.literal(e, want)
+        if replay and kind in _REPLAYED and _compound(e):
+            sid = self.shape(e)
+            if sid is not None:
+                key, params = self.value_key(sid, want)
+                if key is not None:
+                    return self.replayed(key, params, lambda: (self.value(e, want, False),))[0]
         op = how(self, e)
         if want is not None and op.type != want:
             op = self.convert(op, want, None, e.span)

@@ -1,0 +1,122 @@
+"""emit-ptx's replays (`emit_ptx/replay.py`): a piece of emission met again
+is formatted from its recording instead of being emitted again, and the PTX
+is the same text, byte for byte, as emitting every piece gives."""
+from pathlib import Path
+
+import pytest
+
+from tilec.compiler.passmanager import Options
+from tilec.passes.emit_ptx.emitter import KernelEmitter
+from tilec.passes.emit_ptx.registers import Operand, Registers
+from tilec.passes.emit_ptx.replay import Replay
+from tilec.pipeline import compile_source
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compiled(text: str, filename: str, replay: bool, monkeypatch, **options) -> tuple:
+    """(PTX, how many pieces were replayed) of `text`, with replays on or off."""
+    replays = []
+    real = Replay._replay
+
+    def counted(self, rec, params):
+        replays.append(rec)
+        return real(self, rec, params)
+
+    with monkeypatch.context() as m:
+        m.setattr(KernelEmitter, "_replay", counted)
+        if not replay:
+            m.setattr(KernelEmitter, "replayed", lambda self, key, params, emit: emit())
+        ptx = compile_source(text, filename, options=Options(**options)).ptx
+    return ptx, len(replays)
+
+
+@pytest.mark.parametrize("example", ["examples/hopper/hgemm_v7.tile", "examples/hopper/gemm_stream_k.tile",
+                                     "examples/hopper/flash_attn_fwd.tile", "examples/tma_copy.tile"])
+@pytest.mark.parametrize("flags", [{}, {"line_info": True}, {"debug_hangs": True}])
+def test_replayed_ptx_is_the_emitted_ptx(example, flags, monkeypatch):
+    path = ROOT / example
+    text = path.read_text()
+    ptx, replays = compiled(text, str(path), True, monkeypatch, **flags)
+    emitted, none = compiled(text, str(path), False, monkeypatch, **flags)
+    assert none == 0
+    assert ptx == emitted
+    if "tma_copy" not in example:
+        assert replays > 0  # the GEMMs and attention name the same addresses again and again
+
+
+KERNEL = """
+kernel k(A: f32[64, 64], out: f32[64]):
+    cta_id([1])
+    t = thread_id([64])
+    a = t * 3 % 64
+    b = a
+    for j in range(0, 4, 1):
+        out[t] = A[t // 8 * 8 + a % 8, j * 16 + b % 16] + A[t // 8 * 8 + a % 8, j * 16 + b % 16 + 1]
+        out[a] = A[(a + b) // 8 * 8 + t % 8, j * 16 + t % 16] + A[(a + b) // 8 * 8 + t % 8, j * 16 + t % 16 + 1]
+"""
+
+
+def test_a_kernel_with_line_info_replays_as_it_emits(monkeypatch):
+    """`b = a` binds both names to one register; `.loc` lines are written
+    where emitting writes them (before a statement's first instruction)."""
+    ptx, replays = compiled(KERNEL, "k.tile", True, monkeypatch, line_info=True)
+    emitted, _ = compiled(KERNEL, "k.tile", False, monkeypatch, line_info=True)
+    assert ptx == emitted
+    assert replays > 0
+
+
+class Pieces(Replay):
+    """The state `Replay` reads, without a kernel."""
+
+    def __init__(self):
+        self.lines, self.regs, self.recordings = [], Registers(), {}
+        self.location = self.located = None
+
+    def add(self, a: Operand, b: Operand) -> tuple:
+        d = self.regs.temp("i32")
+        self.lines.append(f"\tadd.s32 {d}, {a}, {b};")
+        e = self.regs.temp("i32")
+        self.lines.append(f"\tmov.b32 {{{e}, {d}}}, {a};")
+        return d, a
+
+    def add_later(self, a: Operand, b: Operand) -> tuple:
+        return self.replayed("add", [a, b], lambda: self.add(a, b))
+
+
+def test_a_recording_renumbers_its_registers_and_places_its_parameters():
+    k, plain = Pieces(), Pieces()
+    regs = [Operand(f"%r{i}", "i32") for i in range(1, 7)]
+    k.regs.counts["%r"] = plain.regs.counts["%r"] = 6
+    for a, b in zip(regs[0::2], regs[1::2]):  # met, recorded, replayed
+        got, want = k.add_later(a, b), plain.add(a, b)
+        assert [op.text for op in got] == [op.text for op in want] and got[1] is a
+    assert k.lines == plain.lines
+    assert k.lines[-2:] == ["\tadd.s32 %r11, %r5, %r6;", "\tmov.b32 {%r12, %r11}, %r5;"]
+    assert type(k.recordings["add"]).__name__ == "Recording"
+
+
+def test_parameters_on_one_register_are_not_recorded():
+    """A placeholder per parameter could not say which of the two a
+    register of the recording was: the piece is emitted every time."""
+    k = Pieces()
+    r1, r2 = Operand("%r1", "i32"), Operand("%r2", "i32")
+    k.regs.counts["%r"] = 2
+    k.add_later(r1, r1)
+    k.add_later(r1, r1)  # recorded here: refused
+    k.add_later(r1, r2)
+    assert k.lines[-2:] == ["\tadd.s32 %r7, %r1, %r2;", "\tmov.b32 {%r8, %r7}, %r1;"]
+    assert type(k.recordings["add"]).__name__ != "Recording"
+
+
+def test_a_piece_that_made_a_label_is_not_recorded():
+    """Labels are not renumbered: such a piece is emitted every time."""
+    k = Pieces()
+
+    def branch():
+        k.lines.append(f"{k.regs.label('skip')}:")
+        return ()
+
+    for _ in range(3):
+        k.replayed("branch", [], branch)
+    assert k.lines == ["$L1_skip:", "$L2_skip:", "$L3_skip:"]

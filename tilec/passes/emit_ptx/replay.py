@@ -1,0 +1,201 @@
+"""Recorded instruction sequences, replayed with new register numbers.
+
+A lowered kernel evaluates the same few things over and over: an unrolled
+epilogue computes `lane // 4 + warp_id * 16` for every element it stores,
+and every element of a buffer goes through the same digit, stride and
+swizzle arithmetic of its layout.  The PTX must keep every one of those
+instructions (the emitter does no common-subexpression elimination: ptxas
+does), but the decisions that produce them (typing, folding, identities,
+strength reduction, one Python call per operand) need not be taken again.
+
+So a piece of emission whose text depends only on a key (the shape of an
+expression, the types of the operands it reads, which of them are
+immediates and their values) is recorded the second time the key is met:
+its lines become a format string in which the registers it read
+(`params`) and the registers it created are placeholders.  From the third
+time on, the lines are formatted with the current operands and freshly
+numbered registers, in the same order and numbering that emitting them
+would give, so the output is byte-identical.  A piece that made a label is
+not recorded (labels are not renumbered), nor one whose parameters share a
+register (a placeholder each could not say which).
+
+`.loc` lines are not part of a recording: the replay writes one where
+`line` would (the first instruction of a statement).
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Optional, Sequence
+
+from tilec.compiler import ir
+from tilec.passes.emit_ptx.registers import Operand
+
+_REGISTER = re.compile(r"%(?:rd|rs|fd|r|f|p)\d+")
+"""A virtual register's name in an instruction (`registers._CLASS`)."""
+
+_SEEN = object()
+"""A key met once: not recorded yet (most keys are never met again)."""
+
+_NEVER = object()
+"""A key whose emission cannot be replayed (it made a label)."""
+
+_SHAPE_KINDS = frozenset({ir.Name, ir.Int, ir.Float, ir.Bool, ir.Binary, ir.Unary, ir.Select})
+"""The expression nodes whose emission reads nothing but their operands'
+registers: no memory, no call, no label (an `and`, `or` or select of such
+operands emits no branch)."""
+
+
+class Recording:
+    """A recorded piece of emission: `text`, its lines joined by newlines
+    with `{i}` for the i-th register (the parameters, then the new
+    registers), `fresh` the new registers per class ((prefix, count) in the
+    order `Registers` numbers them), and `outputs`, how to rebuild each
+    result: ("param", i) the i-th parameter itself, ("reg", i, type, temp,
+    divisor) an operand on the i-th register, or ("const", value)."""
+
+    __slots__ = ("text", "fresh", "outputs")
+
+    def __init__(self, text: Optional[str], fresh: tuple, outputs: tuple):
+        self.text, self.fresh, self.outputs = text, fresh, outputs
+
+
+def signature(op: Operand) -> tuple:
+    """What the emission of an instruction takes from an operand: its type,
+    and an immediate's text (a register's name is a parameter)."""
+    return (op.type, op.temp) if op.is_reg else (op.type, None, op.text)
+
+
+class Replay:
+    """Mixed into `KernelEmitter`; uses `lines`, `regs`, `line`, `location`
+    and `located`, and keeps `recordings` (key -> Recording, or a marker)
+    and `shapes` (id(node) -> (node, shape id), `shape_names` per shape)."""
+
+    def replayed(self, key, params: Sequence[Operand], emit: Callable[[], tuple]) -> tuple:
+        """`emit()` (a tuple of operands and ints), or its recording for `key`
+        replayed with `params` (the registers it reads that the key leaves
+        open, in an order the key fixes)."""
+        rec = self.recordings.get(key)
+        if type(rec) is Recording:
+            return self._replay(rec, params)
+        if rec is None:
+            self.recordings[key] = _SEEN
+            return emit()
+        if rec is _NEVER:
+            return emit()
+        start, counts, labels = len(self.lines), dict(self.regs.counts), self.regs.labels
+        outputs = emit()
+        self.recordings[key] = self._record(start, counts, labels, params, outputs)
+        return outputs
+
+    def _record(self, start: int, counts: dict, labels: int, params, outputs):
+        if self.regs.labels != labels:
+            return _NEVER
+        names = {}
+        for p in params:
+            if p.text in names:
+                return _NEVER
+            names[p.text] = "{%d}" % len(names)
+        fresh = []
+        for prefix, n in self.regs.counts.items():
+            if n != counts[prefix]:
+                fresh.append((prefix, n - counts[prefix]))
+                for i in range(counts[prefix] + 1, n + 1):
+                    names[f"{prefix}{i}"] = "{%d}" % len(names)
+        place = lambda m: names.get(m[0], m[0])
+        lines = [_REGISTER.sub(place, line.replace("{", "{{").replace("}", "}}"))
+                 for line in self.lines[start:] if not line.startswith("\t.loc ")]
+        shapes = []
+        for out in outputs:
+            if type(out) is not Operand:
+                shapes.append(("const", out))
+                continue
+            for i, p in enumerate(params):
+                if out is p:
+                    shapes.append(("param", i))
+                    break
+            else:
+                slot = names.get(out.text) if out.is_reg else None
+                if slot is None:
+                    shapes.append(("const", out))
+                else:
+                    shapes.append(("reg", int(slot[1:-1]), out.type, out.temp, out.divisor))
+        return Recording("\n".join(lines) if lines else None, tuple(fresh), tuple(shapes))
+
+    def _replay(self, rec: Recording, params: Sequence[Operand]) -> tuple:
+        args = [p.text for p in params]
+        counts = self.regs.counts
+        for prefix, n in rec.fresh:
+            c = counts[prefix]
+            counts[prefix] = c + n
+            args += [f"{prefix}{i}" for i in range(c + 1, c + n + 1)]
+        if rec.text is not None:
+            if self.location != self.located:
+                self.locate()
+            self.lines += rec.text.format(*args).split("\n")
+        out = []
+        for shape in rec.outputs:
+            kind = shape[0]
+            if kind == "const":
+                out.append(shape[1])
+            elif kind == "param":
+                out.append(params[shape[1]])
+            else:
+                out.append(Operand(args[shape[1]], shape[2], True, shape[3], shape[4]))
+        return out
+
+    # ---- expressions ------------------------------------------------------
+
+    def value_key(self, sid: int, want: Optional[str]):
+        """(key, params) of the value of an expression of shape `sid`
+        converted to `want`: the shape, `want` and the signatures of the
+        operands its names are bound to (their registers are the params);
+        None when a name is not bound (`binding` reports it)."""
+        key, params = [sid, want], []
+        for name in self.shape_names[sid]:
+            for scope in reversed(self.env):
+                op = scope.get(name)
+                if op is not None:
+                    break
+            else:
+                return None, None
+            key.append(signature(op))
+            if op.is_reg:
+                params.append(op)
+        return tuple(key), params
+
+    def shape(self, e: ir.Expr) -> Optional[int]:
+        """A number for `e`'s structure (spans aside; names by name), the same
+        for equal expressions of this kernel; None when `e` is not made of
+        `_SHAPE_KINDS` only."""
+        kind = type(e)
+        if kind not in _SHAPE_KINDS:
+            return None
+        hit = self.shapes.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        if kind is ir.Binary:
+            a = self.shape(e.lhs)
+            b = None if a is None else self.shape(e.rhs)
+            key = None if b is None else (e.op, a, b)
+        elif kind is ir.Name:
+            key = e.id
+        elif kind is ir.Int or kind is ir.Bool:
+            key = (kind, e.value)
+        elif kind is ir.Unary:
+            a = self.shape(e.operand)
+            key = None if a is None else (e.op, a)
+        elif kind is ir.Float:
+            key = (kind, repr(e.value))  # 0.0 and -0.0 are different immediates
+        else:
+            parts = (self.shape(e.cond), self.shape(e.then), self.shape(e.orelse))
+            key = None if None in parts else parts
+        sid = None if key is None else self.shape_ids.get(key)
+        if sid is None and key is not None:
+            sid = self.shape_ids[key] = len(self.shape_names)
+            names = (e.id,) if kind is ir.Name else ()
+            if kind is ir.Binary or kind is ir.Unary or kind is ir.Select:
+                for part in key if kind is ir.Select else key[1:]:  # the operands' shapes
+                    names += tuple(n for n in self.shape_names[part] if n not in names)
+            self.shape_names.append(names)
+        self.shapes[id(e)] = (e, sid)
+        return sid
