@@ -131,8 +131,11 @@ class Addressing:
             if not idx.is_reg and 0 <= imm_value(idx) < _SMALL:
                 self._constant_digits(imm_value(idx), iters, keep, t, sums)
                 continue
-            kept = tuple(j for j in range(len(iters) - 1, -1, -1) if iters[j].extent > 1 and keep(iters[j].axis))
-            axes = tuple({iters[j].axis: None for j in kept})
+            plan = self.digit_plans.get((id(iters), keep))
+            if plan is None:  # the iterators whose digits count, innermost first, and their axes
+                kept = tuple(j for j in range(len(iters) - 1, -1, -1) if iters[j].extent > 1 and keep(iters[j].axis))
+                plan = self.digit_plans[id(iters), keep] = kept, tuple({iters[j].axis: None for j in kept})
+            kept, axes = plan
             key, params = ["dim", id(iters), kept, t, signature(idx)], [idx] if idx.is_reg else []
             for axis in axes:
                 s = sums.get(axis)
@@ -172,7 +175,21 @@ class Addressing:
         and terms are Python ints, computed as the folding `arith` would
         (wrapped to `t` where a product may leave the range), so a constant
         element costs no operands; the constants of the layout are checked
-        to fit as `imm` checks them."""
+        to fit as `imm` checks them.  The terms are kept per dim, keep and
+        value: the elements of a register array share their indices' values."""
+        key = (id(iters), keep, v, t)
+        terms = self.constant_terms.get(key)
+        if terms is None:
+            terms = self.constant_terms[key] = self._constant_terms(v, iters, keep, t)
+        for axis, term in terms:
+            s = sums.get(axis)
+            if s is None:
+                sums[axis] = term
+            else:
+                self._add_term(sums, axis, term, t)
+
+    def _constant_terms(self, v: int, iters, keep, t: str) -> tuple:
+        terms = []
         inner = 1
         for j in range(len(iters) - 1, -1, -1):
             it = iters[j]
@@ -185,8 +202,9 @@ class Addressing:
                 term = digit * it.stride
                 if not 0 <= term < _SMALL:
                     term = wrap(term, t)
-                self._add_term(sums, it.axis, term, t)
+                terms.append((it.axis, term))
             inner *= it.extent
+        return tuple(terms)
 
     def _add_term(self, sums, axis: str, term, t: str) -> None:
         """sums[axis] += term; ints add as ints (wrapped to `t` as the folding
@@ -283,15 +301,20 @@ class Addressing:
         if runtime:
             return self.runtime_offset(buf, indices, t)
 
-        def keep(axis):
-            if axis == "m":
-                return True
-            raise TilecError(
-                f"the layout of {buf.scope} buffer '{buf.name}' places elements on axis '{axis}'; "
-                "only register arrays are spread over threads",
-                span,
-            )
+        # one keep per buffer (kept: it keys the constant terms), made at its first element: what it
+        # refuses depends on the layout alone, so that element is the one that reports it
+        keep = self.keeps.get((buf.name, "memory"))
+        if keep is None:
+            def keep(axis):
+                if axis == "m":
+                    return True
+                raise TilecError(
+                    f"the layout of {buf.scope} buffer '{buf.name}' places elements on axis '{axis}'; "
+                    "only register arrays are spread over threads",
+                    span,
+                )
 
+            self.keeps[buf.name, "memory"] = keep
         offs = self.axis_offsets(buf, indices, keep, t)
         return self.swizzled(offs.get("m", self.imm(0, t)), buf.tile_layout, t)
 
@@ -321,15 +344,19 @@ class Addressing:
         return self.arith("+", base, self.convert(byte, base.type), base.type)
 
     def tmem_address(self, buf: Buffer, indices, span) -> Operand:
-        def keep(axis):
-            if axis in ("TLane", "TCol"):
-                return True
-            if axis == "m" or not is_thread(axis):
-                raise TilecError(
-                    f"tensor-memory buffer '{buf.name}' needs a layout on TLane and TCol (found axis '{axis}')", span
-                )
-            return False
+        keep = self.keeps.get((buf.name, "tmem"))  # one per buffer, as `memory_offset`'s
+        if keep is None:
+            def keep(axis):
+                if axis in ("TLane", "TCol"):
+                    return True
+                if axis == "m" or not is_thread(axis):
+                    raise TilecError(
+                        f"tensor-memory buffer '{buf.name}' needs a layout on TLane and TCol (found axis '{axis}')",
+                        span,
+                    )
+                return False
 
+            self.keeps[buf.name, "tmem"] = keep
         offs = self.axis_offsets(buf, indices, keep, "u32")
         lane = self.arith("<<", offs.get("TLane", self.imm(0, "u32")), self.imm(16, "u32"), "u32")
         col = offs.get("TCol", self.imm(0, "u32"))

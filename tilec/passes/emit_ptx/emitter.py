@@ -139,6 +139,9 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
         self.tid: Optional[Operand] = None
         self.local_in_memory = syms.runtime_indexed
         self.packed_arrays: Dict[str, List[Operand]] = {}
+        self.keeps = {}  # (buffer name, "memory" or "tmem") -> the axes its elements' addresses keep (`axis_offsets`)
+        self.digit_plans = {}  # (id(a dim's iterators), keep) -> (the kept iterators, their axes)
+        self.constant_terms = {}  # (id(a dim's iterators), keep, index, type) -> its ((axis, term), ...)
         self.extents = {}  # buffer name -> (has runtime extents, has a dim of 2**31 elements or more)
         self.big_buffers = {}  # buffer name -> whether it spans 2**31 bytes or more (`offset_type`)
         self.recordings = {}  # key -> a replay.Recording, or a marker (see `Replay.replayed`)
