@@ -123,6 +123,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
         self.regs = Registers()
         self.lines: List[str] = []
         self.env: List[Dict[str, Operand]] = [{}]
+        self.visible: Dict[str, Operand] = {}  # name -> its binding in the innermost scope that has one (`bind`, `block`)
         self.bases: Dict[str, Operand] = {}
         self.reg_arrays: Dict[str, List[Operand]] = {}
         self.grouped = {}
@@ -214,26 +215,26 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
                 r = Operand(self.regs.new(t), t)
                 kind = _PARAM_TYPE.get(p.dtype, _param_ptx(p.dtype))
                 self.line(f"ld.param.{kind} {r}, [{p.name}];")
-                self.env[0][p.name] = r
+                self.bind(p.name, r)
         for name in self.syms.tensormaps:
             raw = self.regs.temp("u64")
             self.line(f"mov.u64 {raw}, {name};")
             addr = Operand(self.regs.new("generic_ptr"), "generic_ptr")
             self.line(f"cvta.param.u64 {addr}, {raw};")
-            self.env[0][name] = addr
+            self.bind(name, addr)
         for name, dim in self.syms.dims.items():
             r = Operand(self.regs.new("i32"), "i32", divisor=dim.divisor)
             self.line(f"ld.param.u32 {r}, [{name}];")
-            self.env[0][name] = r
+            self.bind(name, r)
         if self.syms.uses_sm_count:
             r = Operand(self.regs.new("i32"), "i32")
             self.line(f"ld.param.u32 {r}, [{SM_COUNT_PARAM}];")
-            self.env[0][SM_COUNT_PARAM] = r
+            self.bind(SM_COUNT_PARAM, r)
         for div in self.syms.divisors.values():
             for name in (div.mul_param, div.shift_param):
                 r = Operand(self.regs.new("u32"), "u32")
                 self.line(f"ld.param.u32 {r}, [{name}];")
-                self.env[0][name] = r
+                self.bind(name, r)
         if any(LAUNCH_AXES[i.builtin].stride is not None for i in self.syms.launch.ids):
             self.tid = Operand(self.regs.new("i32"), "i32")
             self.line(f"mov.u32 {self.tid}, %tid.x;")
@@ -246,15 +247,16 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
     # ---- names ------------------------------------------------------------
 
     def binding(self, name: ir.Name) -> Operand:
-        for scope in reversed(self.env):
-            if name.id in scope:
-                return scope[name.id]
+        op = self.visible.get(name.id)
+        if op is not None:
+            return op
         sym = self.syms.lookup(name.id, name.span)
         self.syms.type_of(name)  # a located error for non-values
         raise TilecError(f"'{name.id}' ({sym.kind}) has no value here", name.span)
 
     def bind(self, name: str, op: Operand) -> None:
         self.env[-1][name] = op
+        self.visible[name] = op
 
     def snapshot(self, op: Operand) -> Operand:
         """`op`, copied when a name owns its register (so that later
@@ -268,10 +270,19 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
     # ---- statements -------------------------------------------------------
 
     def block(self, stmts, bindings: Optional[Dict[str, Operand]] = None) -> None:
-        self.env.append(dict(bindings or {}))
+        scope = dict(bindings or {})
+        self.env.append(scope)
+        self.visible.update(scope)
         for s in stmts:
             self.stmt(s)
         self.env.pop()
+        for name in scope:  # what the block bound: visible again as the enclosing blocks bind it
+            for outer in reversed(self.env):
+                if name in outer:
+                    self.visible[name] = outer[name]
+                    break
+            else:
+                del self.visible[name]
 
     def stmt(self, s: ir.Stmt) -> None:
         kind = type(s)
@@ -379,10 +390,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
             raise TilecError(f"cannot assign a {src} to a {dst} (use convert)", expr.span)
 
     def _visible(self, name: str) -> Optional[Operand]:
-        for scope in reversed(self.env):
-            if name in scope:
-                return scope[name]
-        return None
+        return self.visible.get(name)
 
     def _AugAssign(self, s):
         combined = ir.Binary(s.op, s.target, s.value, span=s.span)

@@ -24,6 +24,7 @@ register (a placeholder each could not say which).
 """
 from __future__ import annotations
 
+import operator
 import re
 from typing import Callable, Optional, Sequence
 
@@ -32,6 +33,8 @@ from tilec.passes.emit_ptx.registers import Operand
 
 _REGISTER = re.compile(r"%(?:rd|rs|fd|r|f|p)\d+")
 """A virtual register's name in an instruction (`registers._CLASS`)."""
+
+_TEXT = operator.attrgetter("text")
 
 _SEEN = object()
 """A key met once: not recorded yet (most keys are never met again)."""
@@ -66,8 +69,8 @@ def signature(op: Operand) -> tuple:
 
 
 class Replay:
-    """Mixed into `KernelEmitter`; uses `lines`, `regs`, `line`, `location`
-    and `located`, and keeps `recordings` (key -> Recording, or a marker)
+    """Mixed into `KernelEmitter`; uses `lines`, `regs`, `visible`, `locate`,
+    `location` and `located`, and keeps `recordings` (key -> Recording, or a marker)
     and `shapes` (id(node) -> (node, shape id), `shape_names` per shape)."""
 
     def replayed(self, key, params: Sequence[Operand], emit: Callable[[], tuple]) -> tuple:
@@ -122,12 +125,12 @@ class Replay:
         return Recording("\n".join(lines) if lines else None, tuple(fresh), tuple(shapes))
 
     def _replay(self, rec: Recording, params: Sequence[Operand]) -> tuple:
-        args = [p.text for p in params]
+        args = list(map(_TEXT, params))
         counts = self.regs.counts
-        for prefix, n in rec.fresh:
+        for prefix, n in rec.fresh:  # the new registers, numbered as `Registers.new` numbers them
             c = counts[prefix]
             counts[prefix] = c + n
-            args += [f"{prefix}{i}" for i in range(c + 1, c + n + 1)]
+            args += map(prefix.__add__, map(str, range(c + 1, c + n + 1)))
         if rec.text is not None:
             if self.location != self.located:
                 self.locate()
@@ -151,12 +154,10 @@ class Replay:
         operands its names are bound to (their registers are the params);
         None when a name is not bound (`binding` reports it)."""
         key, params = [sid, want], []
+        visible = self.visible
         for name in self.shape_names[sid]:
-            for scope in reversed(self.env):
-                op = scope.get(name)
-                if op is not None:
-                    break
-            else:
+            op = visible.get(name)
+            if op is None:
                 return None, None
             key.append(signature(op))
             if op.is_reg:
