@@ -8,7 +8,7 @@ import pytest
 from tilec.compiler.passmanager import Options
 from tilec.passes.emit_ptx.emitter import KernelEmitter
 from tilec.passes.emit_ptx.registers import Operand, Registers
-from tilec.passes.emit_ptx.replay import Replay
+from tilec.passes.emit_ptx.replay import Replay, Replays
 from tilec.pipeline import compile_source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ class Pieces(Replay):
     """The state `Replay` reads, without a kernel."""
 
     def __init__(self):
-        self.lines, self.regs, self.recordings = [], Registers(), {}
+        self.lines, self.regs, self.replays = [], Registers(), Replays()
         self.location = self.located = None
 
     def add(self, a: Operand, b: Operand) -> tuple:
@@ -93,7 +93,7 @@ def test_a_recording_renumbers_its_registers_and_places_its_parameters():
         assert [op.text for op in got] == [op.text for op in want] and got[1] is a
     assert k.lines == plain.lines
     assert k.lines[-2:] == ["\tadd.s32 %r11, %r5, %r6;", "\tmov.b32 {%r12, %r11}, %r5;"]
-    assert type(k.recordings["add"]).__name__ == "Recording"
+    assert type(k.replays.recordings["add"]).__name__ == "Recording"
 
 
 def test_parameters_on_one_register_are_not_recorded():
@@ -106,7 +106,7 @@ def test_parameters_on_one_register_are_not_recorded():
     k.add_later(r1, r1)  # recorded here: refused
     k.add_later(r1, r2)
     assert k.lines[-2:] == ["\tadd.s32 %r7, %r1, %r2;", "\tmov.b32 {%r8, %r7}, %r1;"]
-    assert type(k.recordings["add"]).__name__ != "Recording"
+    assert type(k.replays.recordings["add"]).__name__ != "Recording"
 
 
 def test_a_piece_that_made_a_label_is_not_recorded():
@@ -120,3 +120,22 @@ def test_a_piece_that_made_a_label_is_not_recorded():
     for _ in range(3):
         k.replayed("branch", [], branch)
     assert k.lines == ["$L1_skip:", "$L2_skip:", "$L3_skip:"]
+
+
+def test_the_emitter_keeps_few_enough_attributes_for_cpython_to_specialize_them(monkeypatch):
+    """CPython 3.11 keeps at most 29 attributes of an instance inline; one
+    more and the instance gets a dict of its own, and no `self.x` of the
+    emitter (a few per PTX line) is specialized: the emitter's caches share
+    attributes (`layout_memo`, `replays`) to stay under it."""
+    counts = []
+    real = KernelEmitter.emit
+
+    def emit(self):
+        text = real(self)
+        counts.append(len(vars(self)))
+        return text
+
+    monkeypatch.setattr(KernelEmitter, "emit", emit)
+    path = ROOT / "examples/hopper/hgemm_v7.tile"
+    compile_source(path.read_text(), str(path), options=Options(line_info=True, debug_hangs=True))
+    assert counts and max(counts) <= 29

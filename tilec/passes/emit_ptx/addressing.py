@@ -120,7 +120,11 @@ class Addressing:
 
     def axis_offsets(self, buf: Buffer, indices: Sequence[ir.Expr], keep, t: str) -> Dict[str, Operand]:
         """Per axis in `keep` (a predicate on axis names), the offset of element
-        `indices` before the swizzle; other axes' digits are not computed."""
+        `indices` before the swizzle; other axes' digits are not computed.
+        `layout_memo` keeps, per (id(a dim's iterators), keep), the iterators
+        whose digits count and their axes; per (that, index, type) a constant
+        index's terms (`_constant_digits`); and per (buffer name, "memory" or
+        "tmem") the keep of `memory_offset` and `tmem_address`."""
         g, dims = self.dim_iters(buf)
         sums: Dict[str, object] = {}  # per axis: an int while every term so far is constant, else an Operand
         for idx_expr, iters in zip(indices, dims):
@@ -131,10 +135,10 @@ class Addressing:
             if not idx.is_reg and 0 <= imm_value(idx) < _SMALL:
                 self._constant_digits(imm_value(idx), iters, keep, t, sums)
                 continue
-            plan = self.digit_plans.get((id(iters), keep))
+            plan = self.layout_memo.get((id(iters), keep))
             if plan is None:  # the iterators whose digits count, innermost first, and their axes
                 kept = tuple(j for j in range(len(iters) - 1, -1, -1) if iters[j].extent > 1 and keep(iters[j].axis))
-                plan = self.digit_plans[id(iters), keep] = kept, tuple({iters[j].axis: None for j in kept})
+                plan = self.layout_memo[id(iters), keep] = kept, tuple({iters[j].axis: None for j in kept})
             kept, axes = plan
             key, params = ["dim", id(iters), kept, t, signature(idx)], [idx] if idx.is_reg else []
             for axis in axes:
@@ -178,9 +182,9 @@ class Addressing:
         to fit as `imm` checks them.  The terms are kept per dim, keep and
         value: the elements of a register array share their indices' values."""
         key = (id(iters), keep, v, t)
-        terms = self.constant_terms.get(key)
+        terms = self.layout_memo.get(key)
         if terms is None:
-            terms = self.constant_terms[key] = self._constant_terms(v, iters, keep, t)
+            terms = self.layout_memo[key] = self._constant_terms(v, iters, keep, t)
         for axis, term in terms:
             s = sums.get(axis)
             if s is None:
@@ -237,13 +241,15 @@ class Addressing:
         bits = self.arith("&", src, self.imm((1 << b) - 1, t), t)
         return self.arith("^", m, self.arith("<<", bits, self.imm(p, "u32"), t), t)
 
-    def _extents(self, buf: Buffer) -> tuple:
-        """(whether `buf` has runtime extents, whether a dim has 2**31
-        elements or more), kept per buffer: asked for every element."""
-        facts = self.extents.get(buf.name)
+    def _extents(self, buf: Buffer) -> list:
+        """[whether `buf` has runtime extents, whether a dim has 2**31
+        elements or more, whether it spans 2**31 bytes (None until
+        `offset_type` asks)], kept per buffer (in `layout_memo`, by its name):
+        asked for every element."""
+        facts = self.layout_memo.get(buf.name)
         if facts is None:
-            facts = self.extents[buf.name] = (bool(buf.runtime_dims),
-                                              any(type(e) is int and e >= 2**31 for e in buf.shape))
+            facts = self.layout_memo[buf.name] = [bool(buf.runtime_dims),
+                                              any(type(e) is int and e >= 2**31 for e in buf.shape), None]
         return facts
 
     def _check_index_width(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> None:
@@ -272,9 +278,10 @@ class Addressing:
                 break
         if wide:
             return "i64"
-        big = self.big_buffers.get(buf.name)
-        if big is None:
-            big = self.big_buffers[buf.name] = not buf.runtime_dims and buf.nbytes >= 2**31
+        facts = self._extents(buf)
+        big = facts[2]
+        if big is None:  # (asked only here: `nbytes` may be an error the wide index avoids)
+            big = facts[2] = not buf.runtime_dims and buf.nbytes >= 2**31
         return "i64" if big else "i32"
 
     def runtime_offset(self, buf: Buffer, indices: Sequence[ir.Expr], t: str) -> Operand:
@@ -294,7 +301,7 @@ class Addressing:
 
     def memory_offset(self, buf: Buffer, indices: Sequence[ir.Expr], span) -> Operand:
         """The swizzled `m` offset (in elements) of a memory buffer's element."""
-        runtime, huge = self._extents(buf)
+        runtime, huge, _ = self._extents(buf)
         if huge:
             self._check_index_width(buf, indices, span)
         t = self.offset_type(buf, indices)
@@ -303,7 +310,7 @@ class Addressing:
 
         # one keep per buffer (kept: it keys the constant terms), made at its first element: what it
         # refuses depends on the layout alone, so that element is the one that reports it
-        keep = self.keeps.get((buf.name, "memory"))
+        keep = self.layout_memo.get((buf.name, "memory"))
         if keep is None:
             def keep(axis):
                 if axis == "m":
@@ -314,7 +321,7 @@ class Addressing:
                     span,
                 )
 
-            self.keeps[buf.name, "memory"] = keep
+            self.layout_memo[buf.name, "memory"] = keep
         offs = self.axis_offsets(buf, indices, keep, t)
         return self.swizzled(offs.get("m", self.imm(0, t)), buf.tile_layout, t)
 
@@ -344,7 +351,7 @@ class Addressing:
         return self.arith("+", base, self.convert(byte, base.type), base.type)
 
     def tmem_address(self, buf: Buffer, indices, span) -> Operand:
-        keep = self.keeps.get((buf.name, "tmem"))  # one per buffer, as `memory_offset`'s
+        keep = self.layout_memo.get((buf.name, "tmem"))  # one per buffer, as `memory_offset`'s
         if keep is None:
             def keep(axis):
                 if axis in ("TLane", "TCol"):
@@ -356,7 +363,7 @@ class Addressing:
                     )
                 return False
 
-            self.keeps[buf.name, "tmem"] = keep
+            self.layout_memo[buf.name, "tmem"] = keep
         offs = self.axis_offsets(buf, indices, keep, "u32")
         lane = self.arith("<<", offs.get("TLane", self.imm(0, "u32")), self.imm(16, "u32"), "u32")
         col = offs.get("TCol", self.imm(0, "u32"))

@@ -62,6 +62,18 @@ class Recording:
         self.text, self.fresh, self.outputs = text, fresh, outputs
 
 
+class Replays:
+    """One kernel's recordings and expression shapes: `recordings` key ->
+    Recording or a marker (`Replay.replayed`); `memo` id(node) -> (the node,
+    its shape id or None), `ids` a shape's key -> its id, `names` shape id
+    -> the names it reads (`Replay.shape`)."""
+
+    __slots__ = ("recordings", "memo", "ids", "names")
+
+    def __init__(self):
+        self.recordings, self.memo, self.ids, self.names = {}, {}, {}, []
+
+
 def signature(op: Operand) -> tuple:
     """What the emission of an instruction takes from an operand: its type,
     and an immediate's text (a register's name is a parameter)."""
@@ -70,24 +82,24 @@ def signature(op: Operand) -> tuple:
 
 class Replay:
     """Mixed into `KernelEmitter`; uses `lines`, `regs`, `visible`, `locate`,
-    `location` and `located`, and keeps `recordings` (key -> Recording, or a marker)
-    and `shapes` (id(node) -> (node, shape id), `shape_names` per shape)."""
+    `location` and `located`, and keeps its state in `replays` (`Replays`)."""
 
     def replayed(self, key, params: Sequence[Operand], emit: Callable[[], tuple]) -> tuple:
         """`emit()` (a tuple of operands and ints), or its recording for `key`
         replayed with `params` (the registers it reads that the key leaves
         open, in an order the key fixes)."""
-        rec = self.recordings.get(key)
+        recordings = self.replays.recordings
+        rec = recordings.get(key)
         if type(rec) is Recording:
             return self._replay(rec, params)
         if rec is None:
-            self.recordings[key] = _SEEN
+            recordings[key] = _SEEN
             return emit()
         if rec is _NEVER:
             return emit()
         start, counts, labels = len(self.lines), dict(self.regs.counts), self.regs.labels
         outputs = emit()
-        self.recordings[key] = self._record(start, counts, labels, params, outputs)
+        recordings[key] = self._record(start, counts, labels, params, outputs)
         return outputs
 
     def _record(self, start: int, counts: dict, labels: int, params, outputs):
@@ -155,7 +167,7 @@ class Replay:
         None when a name is not bound (`binding` reports it)."""
         key, params = [sid, want], []
         visible = self.visible
-        for name in self.shape_names[sid]:
+        for name in self.replays.names[sid]:
             op = visible.get(name)
             if op is None:
                 return None, None
@@ -171,7 +183,8 @@ class Replay:
         kind = type(e)
         if kind not in _SHAPE_KINDS:
             return None
-        hit = self.shapes.get(id(e))
+        shaped = self.replays
+        hit = shaped.memo.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
         if kind is ir.Binary:
@@ -190,13 +203,13 @@ class Replay:
         else:
             parts = (self.shape(e.cond), self.shape(e.then), self.shape(e.orelse))
             key = None if None in parts else parts
-        sid = None if key is None else self.shape_ids.get(key)
+        sid = None if key is None else shaped.ids.get(key)
         if sid is None and key is not None:
-            sid = self.shape_ids[key] = len(self.shape_names)
+            sid = shaped.ids[key] = len(shaped.names)
             names = (e.id,) if kind is ir.Name else ()
             if kind is ir.Binary or kind is ir.Unary or kind is ir.Select:
                 for part in key if kind is ir.Select else key[1:]:  # the operands' shapes
-                    names += tuple(n for n in self.shape_names[part] if n not in names)
-            self.shape_names.append(names)
-        self.shapes[id(e)] = (e, sid)
+                    names += tuple(n for n in shaped.names[part] if n not in names)
+            shaped.names.append(names)
+        shaped.memo[id(e)] = (e, sid)
         return sid
