@@ -4,7 +4,10 @@ is the same text, byte for byte, as emitting every piece gives."""
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.passmanager import Options
 from tilec.passes.emit_ptx.emitter import KernelEmitter
 from tilec.passes.emit_ptx.registers import Operand, Registers
@@ -43,6 +46,71 @@ def test_replayed_ptx_is_the_emitted_ptx(example, flags, monkeypatch):
     assert ptx == emitted
     if "tma_copy" not in example:
         assert replays > 0  # the GEMMs and attention name the same addresses again and again
+
+
+def outcome(text: str, target: str, replay: bool) -> tuple:
+    """The PTX of `text` for `target`, or its error and where, replays on or off."""
+    with pytest.MonkeyPatch.context() as m:
+        if not replay:
+            m.setattr(KernelEmitter, "replayed", lambda self, key, params, emit: emit())
+        try:
+            return ("ptx", compile_source(text, "k.tile", target=target).ptx)
+        except TilecError as err:
+            return ("error", err.message, err.span)
+
+
+_OPS = ("+", "-", "*", "//", "%", "&", "|", "^", "<<", ">>", "min", "max")
+
+
+@st.composite
+def repeating_kernels(draw) -> str:
+    """A kernel whose statements draw their indices, again and again, from a
+    few random integer expressions of the thread id, two names on one
+    register (`b = a`, in one loop or both), a name bound to a constant, a
+    wide value and a loop index, into global and
+    (swizzled) shared buffers of f32, f16 or i8: the addresses and values
+    a recording is made of and replayed for."""
+
+    def expr(depth: int) -> str:
+        if depth == 0 or draw(st.integers(0, 3)) == 0:
+            return draw(st.sampled_from(["t", "a", "b", "c", "j", "w", str(draw(st.integers(0, 70)))]))
+        op = draw(st.sampled_from(_OPS))
+        lhs = expr(depth - 1)
+        rhs = str(draw(st.integers(1, 17))) if op in ("//", "%") else \
+            str(draw(st.integers(0, 5))) if op in ("<<", ">>") else expr(depth - 1)
+        return f"{op}({lhs}, {rhs})" if op in ("min", "max") else f"({lhs} {op} {rhs})"
+
+    dtype = draw(st.sampled_from(["f32", "f16", "i8"]))
+    pool = [expr(3) for _ in range(draw(st.integers(0, 3)))]
+    pool.append(f"({expr(2)} + (a {draw(st.sampled_from(['+', '-', '*', '^']))} b))")  # reads a and b
+    pick = lambda: f"convert({draw(st.sampled_from(pool))}, i32) % 64"
+    source = draw(st.sampled_from(["A", "Sm"]))
+    lines = [
+        f"kernel k(A: {dtype}[64, 64], out: {dtype}[64]):",
+        "    cta_id([1])",
+        "    t = thread_id([64])",
+        f"    Sm = alloc((64, 64), {dtype}, scope=\"shared\"{draw(st.sampled_from(['', SWIZZLED]))})",
+        f"    a = t * {draw(st.integers(1, 9))} % 64",
+        f"    c = {draw(st.integers(0, 70))}",
+        f"    w = convert(t, i64) * {draw(st.integers(1, 1 << 40))}",
+    ]
+    for _ in range(2):  # b on a's register in one loop and not in the other, or in both
+        lines.append(f"    for j in range(0, {draw(st.integers(1, 4))}, 1):")
+        lines.append(f"        b = {draw(st.sampled_from(['a', 'a', 't', 'a + 1']))}")
+        for _ in range(draw(st.integers(2, 5))):
+            lines.append(f"        out[{pick()}] = {source}[{pick()}, {pick()}]")
+    return "\n".join(lines) + "\n"
+
+
+SWIZZLED = ", layout=mma_shared_layout(f16, 3, (64, 64))"  # 128-byte swizzle
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(repeating_kernels())
+def test_random_kernels_replay_as_they_emit(text):
+    """A recording's key must hold everything its text depends on."""
+    for target in ("sm_90a", "sm_80"):
+        assert outcome(text, target, True) == outcome(text, target, False)
 
 
 KERNEL = """
