@@ -40,11 +40,12 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from tilec.compiler.diagnostics import TilecError
-from tilec.pipeline import compile_source
-from tilec.runtime.assemble import assemble
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this tree's tilec, as the cold runs' PYTHONPATH says, not an installed one
+
+from tilec.compiler.diagnostics import TilecError  # noqa: E402
+from tilec.pipeline import compile_source  # noqa: E402
+from tilec.runtime.assemble import assemble  # noqa: E402
 
 
 def median_s(fn, repeat: int, clock=time.perf_counter) -> float:
