@@ -241,7 +241,6 @@ def test_seed_example_compiles_with_the_seed_descriptors():
     for line in lines:
         want = Tcgen05InstrDesc("f16", "f16", "f16", "f32", 128, 128)
         assert Tcgen05InstrDesc.decode("f16", immediates(line)[0]) == want
-    values = assignments(module)
     encodes = calls(module, "ptx.tcgen05.encode_matrix_descriptor")
     assert [tuple(a.value for a in e.args[1:]) for e in encodes] == [(64, 64, 3), (64, 64, 3)]  # seed 000
     assert [e.args[0].obj.id for e in encodes] == ["A_smem", "B_smem"]
