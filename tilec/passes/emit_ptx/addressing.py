@@ -650,7 +650,7 @@ class Addressing:
 
     def known_divisor(self, e: ir.Expr) -> int:
         def of_name(name):
-            op = self._visible(name)
+            op = self.visible.get(name)
             return 1 if op is None else op.divisor
 
         return known_divisor(e, of_name)

@@ -365,7 +365,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
             self.store(target, self._as(op, dst, expr))
             return
         name = target.id
-        current = self._visible(name)
+        current = self.visible.get(name)
         sym = self.syms.lookup(name, target.span)
         if current is not None and sym.kind == "scalar":
             self._check_assignable(op.type, current.type, expr)
@@ -384,9 +384,6 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
     def _check_assignable(self, src: str, dst: str, expr: ir.Expr) -> None:
         if not assignable(src, dst, expr):
             raise TilecError(f"cannot assign a {src} to a {dst} (use convert)", expr.span)
-
-    def _visible(self, name: str) -> Optional[Operand]:
-        return self.visible.get(name)
 
     def _AugAssign(self, s):
         combined = ir.Binary(s.op, s.target, s.value, span=s.span)
