@@ -164,7 +164,7 @@ class _Expander:
         `calls` raises `_HelperCall` for `value` to expand it."""
         Name, Call = ir.Name, ir.Call
         cls = type(expr)
-        if cls is Name or cls in _LITERALS:  # (half of the expressions: an argument, a literal)
+        if cls is Name or cls in ir.LITERALS:  # (half of the expressions: an argument, a literal)
             return self._name(expr, env) if cls is Name else expr
 
         def fn(node):
@@ -211,8 +211,7 @@ class _Expander:
 
         def fn(n):
             if type(n) is ir.Name:
-                new = renames.get(n.id)
-                return n if new is None else visit.evolve(n, id=new)
+                return self._renamed_name(n)
             new = renames.get(n.var)  # (a For)
             return n if new is None else visit.evolve(n, var=new)
 
@@ -522,7 +521,6 @@ class _Expander:
 
 _SUBSTITUTED = frozenset({ir.Name, ir.Call, ir.Method})  # the nodes `subst` may change
 _RENAMED = frozenset({ir.Name, ir.For})  # the nodes a helper's locals are renamed in
-_LITERALS = frozenset({ir.Int, ir.Float, ir.Bool, ir.Str, ir.DTypeLit})  # leaves `subst` keeps
 
 
 class _HelperCall(Exception):
