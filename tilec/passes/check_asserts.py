@@ -15,8 +15,6 @@ sizes it accepted; the verifier runs the same check before any lowering.
 """
 from __future__ import annotations
 
-import operator
-
 from tilec.compiler import ir, visit
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
@@ -65,9 +63,8 @@ def _block(stmts) -> tuple:
             value = getattr(s, field)
             if value:
                 block = _block(value)
-                if len(block) != len(value) or not all(map(operator.is_, block, value)):
-                    changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
-        out.append(visit.evolve(s, **changes) if changes else s)
+                changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
+        out.append(visit.keep(s, **changes))
     return tuple(out)
 
 
