@@ -739,7 +739,7 @@ class _Analyzer:
         # pool name -> the bytes the pool ends up holding, reserved in the arena where it is made
         # (known on `analyze_kernel`'s second run only)
         self.pool_sizes = pool_sizes or {}
-        self.placed: list = []  # (pool, its cursor) at each placement in the arena after the pool's
+        self.placed: Dict[str, int] = {}  # pool name -> its cursor at the latest placement in the arena after it
         self.static_end = 0  # bytes of static shared memory, allocations in order
         # id(tuple expression) -> (it, the innermost block open when `exprs` checked it)
         self.checked_tuples: Dict[int, tuple] = {}
@@ -1115,14 +1115,16 @@ class _Analyzer:
 
     def placing(self) -> None:
         """Something is placed at the arena's end: note how far each pool
-        made before it reaches now."""
-        for pool in self.syms.pools.values():
-            self.placed.append((pool, pool.cursor))
+        made before it reaches now (a cursor only grows, so the latest
+        placement is the one a later allocation would overlap first)."""
+        for name, pool in self.syms.pools.items():
+            self.placed[name] = pool.cursor
 
     def pool_outgrew_placement(self) -> bool:
         """Whether a pool allocated more after something was placed at the
         arena's end after it (its later allocations overlap that, here)."""
-        return any(pool.cursor > cursor for pool, cursor in self.placed)
+        pools = self.syms.pools
+        return any(pools[name].cursor > cursor for name, cursor in self.placed.items())
 
     def check_smem(self, span) -> None:
         """A located error at the allocation that takes the block past the
