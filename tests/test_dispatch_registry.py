@@ -329,7 +329,7 @@ def test_fresh_names_avoiding_a_kernel_take_all_its_identifiers():
     loop = ir.For("i", "range", ir.Int(0), ir.Int(4), ir.Int(1), (ir.Assign((ir.Name("tmp"),), ir.Name("desc")),))
     k = ir.Kernel("k", (ir.Param("desc", "u64"),), (loop,))
     module = ir.Module(None, (ir.Const("N", ir.Int(8)),), (), (k,))
-    names = NameGen.avoiding(k, module)
+    names = NameGen(visit.identifiers(k, module=module))
     assert [names.fresh(h) for h in ("desc", "i", "tmp", "N", "x")] == ["desc_1", "i_1", "tmp_1", "N_1", "x"]
 
 

@@ -445,18 +445,11 @@ class NameGen:
         self._next: dict = {}
 
     @classmethod
-    def avoiding(cls, node: ir.Node, module: ir.Module | None = None) -> "NameGen":
-        """Names distinct from `identifiers(node, module=module)`, a walk
-        made at the first `fresh`: the IR is immutable, so the set is the
-        same then, and a pass that introduces no name (unroll of a kernel
-        without locals to rename, plan-tma without a copy to plan) walks the
-        kernel not at all."""
-        return cls.lazily(lambda: identifiers(node, module=module))
-
-    @classmethod
     def lazily(cls, taken: Callable[[], Iterable[str]]) -> "NameGen":
-        """Names distinct from `taken()`, called at the first `fresh` (as
-        `avoiding` does)."""
+        """Names distinct from `taken()`, called at the first `fresh`: the IR
+        is immutable, so the names are the same then, and a pass that
+        introduces no name (unroll of a kernel without locals to rename)
+        reads none."""
         gen = cls()
         gen._unread = taken
         return gen

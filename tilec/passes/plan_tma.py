@@ -72,7 +72,7 @@ class _KernelPlanner:
         self.kernel = kernel
         self.target = target
         self.syms = syms
-        self.names = NameGen(syms.names_in_use(module))  # what `NameGen.avoiding` would read, without a walk
+        self.names = NameGen(syms.names_in_use(module))  # the kernel's identifiers, without a walk
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
         self.planned: dict = {}  # (tensor, dtype, descriptor fields) -> the name `tensormap` gave it
         # (global buffer, shared buffer, regions, direction, fill) -> the plan: a kernel often makes
