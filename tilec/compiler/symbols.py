@@ -204,8 +204,243 @@ class Symbol:
 SCALAR_KINDS = ("scalar_param", "dim", "launch_id", "scalar", "value", "loop_var")
 
 
+_ARITH = ("+", "-", "*", "/", "//", "%")
+_BITWISE = ("&", "|", "^")
+_SHIFTS = ("<<", ">>")
+_COMPARE = ("==", "!=", "<", "<=", ">", ">=")
+
+
+class _Typing:
+    """The typing half of `KernelSymbols`: the value type of each of the
+    kernel's expressions.  A node's type depends only on the node and the
+    kernel's symbols (a name keeps its kind and type in every block that
+    defines it), so each node is typed once: the analysis and the emitter
+    ask for the type of every subexpression, and without the memo each
+    question re-typed the whole subtree below it.  A base class of the
+    analysis, not an object of its own: one that pointed back at the
+    analysis made a reference cycle, which left every analysis, its memos
+    and the IR they hold (~4,600 objects a v7 compile) to the cyclic
+    collector instead of freeing them when the compile ends."""
+
+    __slots__ = ()
+
+    def type_of(self, e: ir.Expr) -> str:
+        """The value type of a runtime expression (a located error if it is
+        not a value: a buffer, a region, an unknown call...)."""
+        hit = self._type_memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        method = getattr(self, "_" + type(e).__name__, None)
+        if method is None:
+            raise TilecError(f"expected a value, found {type(e).__name__.lower()}", e.span)
+        t = method(e)
+        self._type_memo[id(e)] = (e, t)  # the node kept so that its id stays its own
+        return t
+
+    def _LayoutLit(self, e):
+        raise TilecError(f"a layout is not a value here; {ir.S_IS_A_LAYOUT}", e.span)
+
+    def _Int(self, e):
+        return literal_type(e.value)
+
+    def _Float(self, e):
+        return "f32"
+
+    def _Bool(self, e):
+        return "bool"
+
+    def _Name(self, e):
+        sym = self.lookup(e.id, e.span)
+        if sym.kind in SCALAR_KINDS:
+            return sym.type
+        if sym.kind == "meta":
+            raise TilecError(f"meta value '{e.id}' must be substituted before this point", e.span)
+        raise TilecError(f"'{e.id}' is a {_describe(sym)}, not a scalar value", e.span)
+
+    def operand_type(self, e: ir.Binary) -> str:
+        """The type both operands of an arithmetic or comparison `e` are
+        converted to before the operation (an int literal takes the other
+        operand's type when it fits, else the usual promotion); asked of
+        every arithmetic node by the typing and again by the emitter."""
+        hit = self._operand_memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        t = self._operand_type(e)
+        self._operand_memo[id(e)] = (e, t)
+        return t
+
+    def _operand_type(self, e: ir.Binary) -> str:
+        a, b = e.lhs, e.rhs
+        ta, tb = self.type_of(a), self.type_of(b)
+        no_arithmetic(ta, e.span)
+        no_arithmetic(tb, e.span)
+        if isinstance(a, (ir.Int, ir.Float)) and not isinstance(b, (ir.Int, ir.Float)):
+            if tb != "bool" and (is_float(tb) or (isinstance(a, ir.Int) and fits(a.value, tb))):
+                return tb
+        if isinstance(b, (ir.Int, ir.Float)) and not isinstance(a, (ir.Int, ir.Float)):
+            if ta != "bool" and (is_float(ta) or (isinstance(b, ir.Int) and fits(b.value, ta))):
+                return ta
+        if ta in POINTER_TYPES and tb in POINTER_TYPES:
+            if ta != tb or e.op not in ("-",) + _COMPARE:
+                raise TilecError(f"cannot combine addresses {ta} and {tb} with '{e.op}'", e.span)
+            return ta
+        return promote(ta, tb, e.span)
+
+    def _Binary(self, e):
+        op = e.op
+        if op in ("and", "or"):
+            for side in (e.lhs, e.rhs):
+                if self.type_of(side) != "bool":
+                    raise TilecError(f"operands of '{op}' must be bool", side.span)
+            return "bool"
+        if op in _SHIFTS:
+            t = self.type_of(e.lhs)
+            if not is_int(t) or not is_int(self.type_of(e.rhs)):
+                raise TilecError(f"'{op}' needs integer operands", e.span)
+            return t
+        t = self.operand_type(e)
+        if op in _COMPARE:
+            if t == "bool" and op not in ("==", "!="):
+                raise TilecError(f"'{op}' is not defined on bool", e.span)
+            return "bool"
+        if op in _BITWISE:
+            if not (is_int(t) or t == "bool"):
+                raise TilecError(f"'{op}' needs integer or bool operands, got {t}", e.span)
+            return t
+        if t == "bool":
+            raise TilecError(f"'{op}' is not defined on bool", e.span)
+        if op == "/" and not is_float(t):
+            raise TilecError("'/' on integers: use '//' (floor division)", e.span)
+        if t in POINTER_TYPES and op not in ("+", "-"):
+            raise TilecError(f"'{op}' is not defined on addresses", e.span)
+        if op == "-" and self.type_of(e.lhs) in POINTER_TYPES and self.type_of(e.rhs) in POINTER_TYPES:
+            return "i32" if POINTER_TYPES[t] == 32 else "i64"  # a byte distance
+        if op == "%" and is_float(t):
+            raise TilecError("'%' is not defined on floats", e.span)
+        return t
+
+    def _Unary(self, e):
+        t = self.type_of(e.operand)
+        if e.op == "not":
+            if t != "bool":
+                raise TilecError("operand of 'not' must be bool", e.span)
+            return t
+        if e.op == "~" and not is_int(t):
+            raise TilecError("operand of '~' must be an integer", e.span)
+        if e.op == "-" and (t == "bool" or t in POINTER_TYPES):
+            raise TilecError(f"cannot negate a {t}", e.span)
+        no_arithmetic(t, e.span)
+        return t
+
+    def _Select(self, e):
+        if self.type_of(e.cond) != "bool":
+            raise TilecError("the condition of 'if ... else' must be bool", e.cond.span)
+        if self.type_of(e.then) == self.type_of(e.orelse) == "bool":
+            return "bool"
+        return self.operand_type(ir.Binary("+", e.then, e.orelse, span=e.span))
+
+    def _Index(self, e):
+        buf = self.buffer_of(e)
+        check_element(buf, e)
+        if buf.scope == "tmem":
+            raise TilecError(f"tensor-memory buffer '{buf.name}' cannot be read element-wise", e.span)
+        check_scalar_elements(buf, e.span)
+        return value_type_of_dtype(buf.dtype)
+
+    def _Method(self, e):
+        if e.name != "ptr_to":
+            raise TilecError(f"'.{e.name}(...)' is not a value", e.span)
+        buf = self.buffer_of(e.obj)
+        return address_type(buf, e.span)
+
+    def _Call(self, e):
+        f = e.func
+        if f in ("min", "max"):
+            bound = self.bound(e)
+            return self.operand_type(ir.Binary("+", bound["a"], bound["b"], span=e.span))
+        if f == runtime_dims.SM_COUNT:
+            self.bound(e)
+            return "i32"
+        if f in MATH:
+            return self._math(MATH[f], e)
+        if f in ("convert", "reinterpret"):
+            bound = self.bound(e)
+            t = builtins.literal(f, BUILTINS[f].signature.params[1], bound["dtype"], e.span)
+            src = self.type_of(bound["x"])
+            narrow = t in NARROW_INT_TYPES
+            if (t not in VALUE_TYPES and not narrow) or t == "bool":
+                raise TilecError(f"{f}: cannot produce a {t} scalar", bound["dtype"].span or e.span)
+            if f == "reinterpret" and type_bits(src) != type_bits(t):
+                raise TilecError(f"reinterpret: {src} and {t} differ in width", e.span)
+            if f == "convert" and src == "bool":
+                raise TilecError("convert: use 'a if cond else b' to turn a bool into a number", e.span)
+            if src in FP8_TYPES and f == "reinterpret" and narrow:
+                return value_type_of_dtype(t)  # its bits: a u8 or i8 value
+            if (src in FP8_TYPES or t in FP8_TYPES) and src != t:
+                other = t if src in FP8_TYPES else src
+                if f == "reinterpret" or other not in ("f16", "bf16", "f32") + FP8_TYPES:
+                    fp8 = src if src in FP8_TYPES else t
+                    raise TilecError(f"{f}: {fp8} converts only to and from f16, bf16, f32 and the other 8-bit "
+                                     f"float, not {other}", e.span)
+            return value_type_of_dtype(t) if narrow else t
+        if f in ("pack_f16x2", "pack_bf16x2"):
+            bound = self.bound(e)
+            for p in ("lo", "hi"):
+                if not assignable(self.type_of(bound[p]), "f32", bound[p]):
+                    raise TilecError(f"{f}: '{p}' must be f32", bound[p].span or e.span)
+            return "u32"
+        if f == "address_of":
+            bound = self.bound(e)
+            x = bound["x"]
+            if isinstance(x, ir.Name) and self.lookup(x.id, x.span).kind == "tensormap":
+                return "generic_ptr"
+            if isinstance(x, ir.Index):
+                check_element(self.buffer_of(x), x)
+            return address_type(self.buffer_of(x), e.span)
+        if intrinsics.is_intrinsic_name(f):
+            row = intrinsics.lookup(f, e.span)
+            if row.result is None:
+                raise TilecError(f"{f} does not produce a value", e.span)
+            bound = self.bound(e)
+            if row.result.startswith("="):  # the type of that argument
+                return self.type_of(bound[row.result[1:]])
+            return row.result
+        raise TilecError(f"'{f}(...)' is not a value", e.span)
+
+    def math_operand_type(self, e: ir.Call) -> str:
+        """The type the operands of a math builtin are converted to: their
+        promotion, an all-literal call computing in f32."""
+        row = BUILTINS[e.func]
+        bound = self.bound(e)
+        operands = [bound[p.name] for p in row.signature.params if p.kind == "expr"]
+        if all(isinstance(x, (ir.Int, ir.Float)) for x in operands):
+            return "f32" if not MATH[e.func].ints or any(isinstance(x, ir.Float) for x in operands) else "i32"
+        t = None
+        for x in operands:
+            if isinstance(x, (ir.Int, ir.Float)):
+                continue
+            tx = self.type_of(x)
+            t = tx if t is None else promote(t, tx, e.span)
+        for x in operands:
+            if isinstance(x, ir.Float) and t not in MATH_FLOATS:
+                raise TilecError(f"{e.func}: a float literal is not a {t}", x.span or e.span)
+        return t
+
+    def _math(self, fn, e: ir.Call) -> str:
+        row = BUILTINS[e.func]
+        bound = self.bound(e)
+        if bound.get("packed") is not None:
+            for p in row.signature.params:
+                x = bound[p.name]
+                if p.kind == "expr" and not isinstance(x, ir.Int) and self.type_of(x) not in ("u32", "i32"):
+                    raise TilecError(f"{e.func}(packed=...) takes u32 words of two halves (pack_f16x2), "
+                                     f"got a {self.type_of(x)}", x.span or e.span)
+            return "u32"
+        return math_result_type(fn, self.math_operand_type(e), e.span)
+
+
 @records.mutable
-class KernelSymbols:
+class KernelSymbols(_Typing):
     kernel: ir.Kernel
     target: Target
     symbols: Dict[str, Symbol] = records.field(factory=dict)
@@ -224,9 +459,9 @@ class KernelSymbols:
     divisors: Dict[str, "runtime_dims.UniformDivisor"] = records.field(factory=dict)
     runtime_indexed: set = records.field(factory=set)  # storage roots of local buffers indexed at run time somewhere
     pair_written: set = records.field(factory=set)  # storage roots of local buffers an intrinsic takes as f16x2 pairs
-    _types: "_TypeOf" = records.field(
-        init=False, eq=False, repr=False, factory=lambda self: _TypeOf(self), takes_self=True
-    )
+    # id(node) -> (node, its type), id(binary) -> (binary, its operands' type): see `_Typing`
+    _type_memo: dict = records.field(init=False, eq=False, repr=False, factory=dict)
+    _operand_memo: dict = records.field(init=False, eq=False, repr=False, factory=dict)
     # id(intrinsic call) -> (call, its bound arguments): see `bound`
     _bound: dict = records.field(init=False, eq=False, repr=False, factory=dict)
 
@@ -249,21 +484,6 @@ class KernelSymbols:
         if not isinstance(expr, ir.Name):
             raise TilecError("expected a buffer name", expr.span)
         return self.buffer(expr.id, expr.span)
-
-    def type_of(self, expr: ir.Expr) -> str:
-        """The value type of a runtime expression (a located error if it is
-        not a value: a buffer, a region, an unknown call...)."""
-        return self._types.of(expr)
-
-    def operand_type(self, e: ir.Binary) -> str:
-        """The type both operands of an arithmetic or comparison `e` are
-        converted to before the operation (an int literal takes the other
-        operand's type when it fits, else the usual promotion)."""
-        return self._types.binary_operands(e)
-
-    def math_operand_type(self, e: ir.Call) -> str:
-        """The type the operands of a math builtin call are converted to."""
-        return self._types.math_operand_type(e)
 
     def bound(self, call: ir.Call) -> dict:
         """The arguments of the call `call` of a builtin or an intrinsic
@@ -309,7 +529,7 @@ class KernelSymbols:
         """This analysis with `changes`, keeping the types and bindings
         already worked out (what `carried` and `pools_written_out` hand on)."""
         new = records.evolve(self, **changes)
-        new._types.memo, new._types.operands_memo = self._types.memo, self._types.operands_memo
+        new._type_memo, new._operand_memo = self._type_memo, self._operand_memo
         new._bound = self._bound
         return new
 
@@ -381,235 +601,6 @@ def _describe(sym: Symbol) -> str:
         "loop_var": "loop variable",
         "meta": "meta value",
     }[sym.kind]
-
-
-_ARITH = ("+", "-", "*", "/", "//", "%")
-_BITWISE = ("&", "|", "^")
-_SHIFTS = ("<<", ">>")
-_COMPARE = ("==", "!=", "<", "<=", ">", ">=")
-
-
-class _TypeOf:
-    """The value types of one kernel's expressions.  A node's type depends
-    only on the node and the kernel's symbols (a name keeps its kind and type
-    in every block that defines it), so each node is typed once: the
-    analysis and the emitter ask for the type of every subexpression, and
-    without the memo each question re-typed the whole subtree below it."""
-
-    def __init__(self, syms: KernelSymbols):
-        self.syms = syms
-        self.memo: Dict[int, tuple] = {}  # id(node) -> (node, type); the node kept so its id stays its own
-        self.operands_memo: Dict[int, tuple] = {}  # id(binary) -> (binary, its operands' type), likewise
-
-    def of(self, e: ir.Expr) -> str:
-        hit = self.memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        method = getattr(self, "_" + type(e).__name__, None)
-        if method is None:
-            raise TilecError(f"expected a value, found {type(e).__name__.lower()}", e.span)
-        t = method(e)
-        self.memo[id(e)] = (e, t)
-        return t
-
-    def _LayoutLit(self, e):
-        raise TilecError(f"a layout is not a value here; {ir.S_IS_A_LAYOUT}", e.span)
-
-    def _Int(self, e):
-        return literal_type(e.value)
-
-    def _Float(self, e):
-        return "f32"
-
-    def _Bool(self, e):
-        return "bool"
-
-    def _Name(self, e):
-        sym = self.syms.lookup(e.id, e.span)
-        if sym.kind in SCALAR_KINDS:
-            return sym.type
-        if sym.kind == "meta":
-            raise TilecError(f"meta value '{e.id}' must be substituted before this point", e.span)
-        raise TilecError(f"'{e.id}' is a {_describe(sym)}, not a scalar value", e.span)
-
-    def binary_operands(self, e: ir.Binary) -> str:
-        """The type both operands of `e` are converted to before the operation
-        (asked of every arithmetic node by the typing and again by the emitter)."""
-        hit = self.operands_memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        t = self._binary_operands(e)
-        self.operands_memo[id(e)] = (e, t)
-        return t
-
-    def _binary_operands(self, e: ir.Binary) -> str:
-        a, b = e.lhs, e.rhs
-        ta, tb = self.of(a), self.of(b)
-        no_arithmetic(ta, e.span)
-        no_arithmetic(tb, e.span)
-        if isinstance(a, (ir.Int, ir.Float)) and not isinstance(b, (ir.Int, ir.Float)):
-            if tb != "bool" and (is_float(tb) or (isinstance(a, ir.Int) and fits(a.value, tb))):
-                return tb
-        if isinstance(b, (ir.Int, ir.Float)) and not isinstance(a, (ir.Int, ir.Float)):
-            if ta != "bool" and (is_float(ta) or (isinstance(b, ir.Int) and fits(b.value, ta))):
-                return ta
-        if ta in POINTER_TYPES and tb in POINTER_TYPES:
-            if ta != tb or e.op not in ("-",) + _COMPARE:
-                raise TilecError(f"cannot combine addresses {ta} and {tb} with '{e.op}'", e.span)
-            return ta
-        return promote(ta, tb, e.span)
-
-    def _Binary(self, e):
-        op = e.op
-        if op in ("and", "or"):
-            for side in (e.lhs, e.rhs):
-                if self.of(side) != "bool":
-                    raise TilecError(f"operands of '{op}' must be bool", side.span)
-            return "bool"
-        if op in _SHIFTS:
-            t = self.of(e.lhs)
-            if not is_int(t) or not is_int(self.of(e.rhs)):
-                raise TilecError(f"'{op}' needs integer operands", e.span)
-            return t
-        t = self.binary_operands(e)
-        if op in _COMPARE:
-            if t == "bool" and op not in ("==", "!="):
-                raise TilecError(f"'{op}' is not defined on bool", e.span)
-            return "bool"
-        if op in _BITWISE:
-            if not (is_int(t) or t == "bool"):
-                raise TilecError(f"'{op}' needs integer or bool operands, got {t}", e.span)
-            return t
-        if t == "bool":
-            raise TilecError(f"'{op}' is not defined on bool", e.span)
-        if op == "/" and not is_float(t):
-            raise TilecError("'/' on integers: use '//' (floor division)", e.span)
-        if t in POINTER_TYPES and op not in ("+", "-"):
-            raise TilecError(f"'{op}' is not defined on addresses", e.span)
-        if op == "-" and self.of(e.lhs) in POINTER_TYPES and self.of(e.rhs) in POINTER_TYPES:
-            return "i32" if POINTER_TYPES[t] == 32 else "i64"  # a byte distance
-        if op == "%" and is_float(t):
-            raise TilecError("'%' is not defined on floats", e.span)
-        return t
-
-    def _Unary(self, e):
-        t = self.of(e.operand)
-        if e.op == "not":
-            if t != "bool":
-                raise TilecError("operand of 'not' must be bool", e.span)
-            return t
-        if e.op == "~" and not is_int(t):
-            raise TilecError("operand of '~' must be an integer", e.span)
-        if e.op == "-" and (t == "bool" or t in POINTER_TYPES):
-            raise TilecError(f"cannot negate a {t}", e.span)
-        no_arithmetic(t, e.span)
-        return t
-
-    def _Select(self, e):
-        if self.of(e.cond) != "bool":
-            raise TilecError("the condition of 'if ... else' must be bool", e.cond.span)
-        if self.of(e.then) == self.of(e.orelse) == "bool":
-            return "bool"
-        return self.binary_operands(ir.Binary("+", e.then, e.orelse, span=e.span))
-
-    def _Index(self, e):
-        buf = self.syms.buffer_of(e)
-        check_element(buf, e)
-        if buf.scope == "tmem":
-            raise TilecError(f"tensor-memory buffer '{buf.name}' cannot be read element-wise", e.span)
-        check_scalar_elements(buf, e.span)
-        return value_type_of_dtype(buf.dtype)
-
-    def _Method(self, e):
-        if e.name != "ptr_to":
-            raise TilecError(f"'.{e.name}(...)' is not a value", e.span)
-        buf = self.syms.buffer_of(e.obj)
-        return address_type(buf, e.span)
-
-    def _Call(self, e):
-        f = e.func
-        if f in ("min", "max"):
-            bound = self.syms.bound(e)
-            return self.binary_operands(ir.Binary("+", bound["a"], bound["b"], span=e.span))
-        if f == runtime_dims.SM_COUNT:
-            self.syms.bound(e)
-            return "i32"
-        if f in MATH:
-            return self.math(MATH[f], e)
-        if f in ("convert", "reinterpret"):
-            bound = self.syms.bound(e)
-            t = builtins.literal(f, BUILTINS[f].signature.params[1], bound["dtype"], e.span)
-            src = self.of(bound["x"])
-            narrow = t in NARROW_INT_TYPES
-            if (t not in VALUE_TYPES and not narrow) or t == "bool":
-                raise TilecError(f"{f}: cannot produce a {t} scalar", bound["dtype"].span or e.span)
-            if f == "reinterpret" and type_bits(src) != type_bits(t):
-                raise TilecError(f"reinterpret: {src} and {t} differ in width", e.span)
-            if f == "convert" and src == "bool":
-                raise TilecError("convert: use 'a if cond else b' to turn a bool into a number", e.span)
-            if src in FP8_TYPES and f == "reinterpret" and narrow:
-                return value_type_of_dtype(t)  # its bits: a u8 or i8 value
-            if (src in FP8_TYPES or t in FP8_TYPES) and src != t:
-                other = t if src in FP8_TYPES else src
-                if f == "reinterpret" or other not in ("f16", "bf16", "f32") + FP8_TYPES:
-                    fp8 = src if src in FP8_TYPES else t
-                    raise TilecError(f"{f}: {fp8} converts only to and from f16, bf16, f32 and the other 8-bit "
-                                     f"float, not {other}", e.span)
-            return value_type_of_dtype(t) if narrow else t
-        if f in ("pack_f16x2", "pack_bf16x2"):
-            bound = self.syms.bound(e)
-            for p in ("lo", "hi"):
-                if not assignable(self.of(bound[p]), "f32", bound[p]):
-                    raise TilecError(f"{f}: '{p}' must be f32", bound[p].span or e.span)
-            return "u32"
-        if f == "address_of":
-            bound = self.syms.bound(e)
-            x = bound["x"]
-            if isinstance(x, ir.Name) and self.syms.lookup(x.id, x.span).kind == "tensormap":
-                return "generic_ptr"
-            if isinstance(x, ir.Index):
-                check_element(self.syms.buffer_of(x), x)
-            return address_type(self.syms.buffer_of(x), e.span)
-        if intrinsics.is_intrinsic_name(f):
-            row = intrinsics.lookup(f, e.span)
-            if row.result is None:
-                raise TilecError(f"{f} does not produce a value", e.span)
-            bound = self.syms.bound(e)
-            if row.result.startswith("="):  # the type of that argument
-                return self.of(bound[row.result[1:]])
-            return row.result
-        raise TilecError(f"'{f}(...)' is not a value", e.span)
-
-    def math_operand_type(self, e: ir.Call) -> str:
-        """The type the operands of a math builtin are converted to: their
-        promotion, an all-literal call computing in f32."""
-        row = BUILTINS[e.func]
-        bound = self.syms.bound(e)
-        operands = [bound[p.name] for p in row.signature.params if p.kind == "expr"]
-        if all(isinstance(x, (ir.Int, ir.Float)) for x in operands):
-            return "f32" if not MATH[e.func].ints or any(isinstance(x, ir.Float) for x in operands) else "i32"
-        t = None
-        for x in operands:
-            if isinstance(x, (ir.Int, ir.Float)):
-                continue
-            tx = self.of(x)
-            t = tx if t is None else promote(t, tx, e.span)
-        for x in operands:
-            if isinstance(x, ir.Float) and t not in MATH_FLOATS:
-                raise TilecError(f"{e.func}: a float literal is not a {t}", x.span or e.span)
-        return t
-
-    def math(self, fn, e: ir.Call) -> str:
-        row = BUILTINS[e.func]
-        bound = self.syms.bound(e)
-        if bound.get("packed") is not None:
-            for p in row.signature.params:
-                x = bound[p.name]
-                if p.kind == "expr" and not isinstance(x, ir.Int) and self.of(x) not in ("u32", "i32"):
-                    raise TilecError(f"{e.func}(packed=...) takes u32 words of two halves (pack_f16x2), "
-                                     f"got a {self.of(x)}", x.span or e.span)
-            return "u32"
-        return math_result_type(fn, self.math_operand_type(e), e.span)
 
 
 def address_type(buf: Buffer, span) -> str:
