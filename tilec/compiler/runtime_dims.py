@@ -371,8 +371,11 @@ def bound_facts(conds, shapes=()) -> Dict[str, Tuple[int, int]]:
                   ">": (v + 1, I32_MAX), ">=": (v, I32_MAX)}[op]  # fmt: skip
         add(name.id, lo, hi)
 
-    for cond in conds:
-        visit_cond(cond)
+    try:
+        for cond in conds:
+            visit_cond(cond)
+    finally:
+        visit_cond = None  # a recursive closure: see visit._NO_CYCLE
     for shape in shapes:
         for axis, name in enumerate(shape):
             if not isinstance(name, str):

@@ -630,7 +630,10 @@ def _divergent_syncs(kernel: ir.Kernel, syms: KernelSymbols, found: list, calls:
                         "others wait forever"), s.span))
         return env
 
-    walk(kernel.body, {}, _UNIFORM, report=True, need_env=False)
+    try:
+        walk(kernel.body, {}, _UNIFORM, report=True, need_env=False)
+    finally:
+        group = statement_summary = walk = None  # the recursive closures: see visit._NO_CYCLE
 
 
 def _launch_stride(e: ir.Expr, ids: dict):

@@ -243,10 +243,13 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set, dict]:
                 scan(child, names)
         taken.update(names)
 
-    for p in k.params:
-        scan(p, taken)
-    for s in k.body:
-        statement(s)
+    try:
+        for p in k.params:
+            scan(p, taken)
+        for s in k.body:
+            statement(s)
+    finally:
+        statement = None  # a recursive closure: see visit._NO_CYCLE
     found: Dict[str, ir.Call] = {}
     for node in assigns:
         if len(node.targets) != 1 or not isinstance(node.targets[0], ir.Name) or node.type is not None:
