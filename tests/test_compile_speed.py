@@ -1,7 +1,7 @@
 """What keeps a cold `tilec` run fast (issues 8 and 12): compiling to PTX,
 for Hopper, Ampere or Blackwell, imports none of the runtime or the heavy
-libraries (numpy among them); an in-process compile leaves its recursive
-rewriters to reference counting, not to the cyclic collector; and the pass
+libraries (numpy among them); an in-process compile leaves nothing (its
+recursive rewriters, its analyses) to the cyclic collector; and the pass
 ordering that replaced networkx's sort orders exactly as that sort did."""
 import gc
 import json
@@ -89,11 +89,11 @@ def _reference_order(passes):
         return None
 
 
-def test_a_compile_leaves_no_rewriter_in_a_reference_cycle():
-    """visit.transform's and build.located's recursive closures hold every
-    node they made; left in a cycle, a gemm_stream_k compile leaves ~70k
-    objects for the collector (50-60 ms after each in-process compile)."""
-    path = ROOT / "examples/hopper/gemm_stream_k.tile"
+def _cyclic_garbage(example: str) -> list:
+    """What a compile of `example` (the second in this process, of a new
+    text) leaves in reference cycles: the objects only the cyclic
+    collector would free."""
+    path = ROOT / example
     text = path.read_text()
     compile_source(text, str(path))
     gc.collect()
@@ -103,13 +103,52 @@ def test_a_compile_leaves_no_rewriter_in_a_reference_cycle():
     try:
         compile_source(text + "\n", str(path))
         gc.collect()
-        left = {getattr(o, "__qualname__", None) for o in gc.garbage}
+        return list(gc.garbage)
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
         if enabled:
             gc.enable()
+
+
+def test_a_compile_leaves_no_rewriter_in_a_reference_cycle():
+    """visit.transform's and build.located's recursive closures hold every
+    node they made; left in a cycle, a gemm_stream_k compile leaves ~70k
+    objects for the collector (50-60 ms after each in-process compile)."""
+    left = {getattr(o, "__qualname__", None) for o in _cyclic_garbage("examples/hopper/gemm_stream_k.tile")}
     assert not left & {"transform.<locals>.rewrite", "located.<locals>.fn"}
+
+
+# Examples whose compile still leaves reference cycles, in passes other
+# than those the test below was written with (/work/notes/sym27-asks.md):
+# strict, so that the entry goes once the cycle does.
+_CYCLES_LEFT = {
+    "examples/gemm_async_tcgen05.tile": "fold.Copies._rewriter's recursive closure",
+    "examples/gemm_async_tcgen05_pair.tile": "fold.Copies._rewriter's recursive closure",
+    "examples/tma_copy.tile": "fold.Copies._rewriter's recursive closure",
+    "examples/hopper/fp8_gemm.tile": "fold.Copies._rewriter's recursive closure",
+    "examples/hopper/flash_attn_fwd.tile": "fold.Copies._rewriter's recursive closure",
+    "examples/rmsnorm.tile": "register_storage.Storage.answers holding Storage",
+    "examples/hopper/gemm_split_k.tile": "register_storage.Storage.answers holding Storage",
+}
+
+
+@pytest.mark.parametrize("example", [
+    "examples/hopper/hgemm_v7.tile",  # the warm-compile target of issue 12
+    "examples/hopper/hgemm_v7_runtime.tile",  # runtime extents: uniform divisors, bound facts
+    "examples/hopper/gemm_epilogue.tile",
+    "examples/tile_copy_sync.tile",  # sm_80
+    *(pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=why)) for e, why in _CYCLES_LEFT.items()),
+])
+def test_a_compile_leaves_no_cyclic_garbage(example):
+    """A compile's objects are freed by reference counting as soon as it
+    ends, none left to the cyclic collector: a cycle (the analysis and its
+    typing pointing at each other, a recursive closure) kept the IR it
+    reached alive until a collection, and those collections then ran after
+    every in-process compile (~4 ms of hgemm_v7's ~60 ms warm compile)."""
+    left = _cyclic_garbage(example)
+    kinds = sorted({type(o).__qualname__ for o in left if not isinstance(o, (tuple, list, dict, set))})
+    assert len(left) == 0, f"{len(left)} objects in reference cycles, among them {kinds}"
 
 
 @settings(max_examples=150, deadline=None)
