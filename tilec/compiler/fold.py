@@ -72,7 +72,7 @@ class Copies:
     def __init__(self):
         self._names = set()  # every name an `env` has held: a subtree mentioning one is never shared
         self._shared = {}  # id(subtree) -> (subtree, folded), for subtrees mentioning no name in _names
-        self._env = self._child = None  # the last `env` and the rewriter reading it
+        self._env = self._child = self._release = None  # the last `env`, the rewriter reading it, its release
 
     def block(self, stmts, env: dict) -> tuple:
         child = self._child_for(env)
@@ -92,15 +92,29 @@ class Copies:
             self._names.update(env)  # what was shared may mention a name only now replaced
             self._shared.clear()
         if env is not self._env:  # (a copy's statements come one at a time, with one env that grows)
-            self._env, self._child = env, self._rewriter(env)
+            self.close()
+            self._child, self._release = self._rewriter(env)
+            self._env = env
         return self._child
 
+    def close(self) -> None:
+        """Let go of the rewriter of the last `env`: its two functions call
+        each other through their cells, a reference cycle that would keep
+        them and the nodes they reach until the cyclic collector runs
+        (visit._NO_CYCLE).  The shared results stay: a later `block` or
+        `expr` makes a rewriter again."""
+        if self._release is not None:
+            self._release()
+        self._env = self._child = self._release = None
+
     def _rewriter(self, env: dict):
-        """`child(node, type(node))`: None when `node` is kept as it is (a
-        literal, a name neither replaced nor predefined), else (`node`
-        substituted and folded, whether it mentions one of `names`).  Most
-        nodes are literals and names, met as children: they are taken care
-        of there, with no call."""
+        """(`child`, a function that empties the cells by which `child` and
+        the `rewrite` it calls reach each other).  `child(node, type(node))`
+        is None when `node` is kept as it is (a literal, a name neither
+        replaced nor predefined), else (`node` substituted and folded,
+        whether it mentions one of `names`).  Most nodes are literals and
+        names, met as children: they are taken care of there, with no
+        call."""
         names, shared, plans, Name, Binary, predefined = (
             self._names, self._shared, visit._PLANS, ir.Name, ir.Binary, PREDEFINED)
         folders, is_ = _FOLDERS, operator.is_
@@ -217,8 +231,12 @@ class Copies:
             simple.add(cls)  # a literal: no folder takes a node without children but a name
             return None
 
+        def release():
+            nonlocal rewrite, child
+            rewrite = child = None
+
         composite, simple = _COMPOSITE, _SIMPLE
-        return child
+        return child, release
 
 
 _COMPOSITE: set = set()

@@ -116,38 +116,41 @@ class _Unroller:
         if first:
             hit = self.copies[id(loop)] = (loop, Copies())
         copies = hit[1]
-        bounds = []
-        for what, e in (("start", loop.start), ("stop", loop.stop), ("step", loop.step)):
-            value = copies.expr(e, env)
-            if not isinstance(value, ir.Int):
+        try:
+            bounds = []
+            for what, e in (("start", loop.start), ("stop", loop.stop), ("step", loop.step)):
+                value = copies.expr(e, env)
+                if not isinstance(value, ir.Int):
+                    raise TilecError(
+                        f"the {what} of unroll loop '{loop.var}' must be a compile-time integer", e.span or loop.span
+                    )
+                bounds.append(value.value)
+            start, stop, step = bounds
+            if step == 0:
+                raise TilecError(f"unroll loop '{loop.var}' has step 0", loop.step.span or loop.span)
+            if first:  # (the body as written: the same for every copy of an enclosing loop)
+                _check_not_rebound(loop)
+            count = max(0, (stop - start + (step - 1 if step > 0 else step + 1)) // step)  # len() stops at 2**63
+            if count > MAX_ITERATIONS:
                 raise TilecError(
-                    f"the {what} of unroll loop '{loop.var}' must be a compile-time integer", e.span or loop.span
-                )
-            bounds.append(value.value)
-        start, stop, step = bounds
-        if step == 0:
-            raise TilecError(f"unroll loop '{loop.var}' has step 0", loop.step.span or loop.span)
-        if first:  # (the body as written: the same for every copy of an enclosing loop)
-            _check_not_rebound(loop)
-        count = max(0, (stop - start + (step - 1 if step > 0 else step + 1)) // step)  # len() stops at 2**63
-        if count > MAX_ITERATIONS:
-            raise TilecError(
-                f"this unrolls {count} iterations (loop '{loop.var}'), more than the "
-                f"{MAX_ITERATIONS} tilec unrolls; use a range(...) loop, or split the tile operation",
-                loop.span,
-            )
-        out = []
-        for i in range(start, stop, step):
-            copy = self.block(self.iteration(copies, loop.body, visible, {**env, loop.var: ir.Int(i)}), visible)
-            self.copied += _statements(copy)
-            if self.copied > MAX_STATEMENTS:
-                raise TilecError(
-                    f"unrolling makes more than {MAX_STATEMENTS} statements in this kernel; "
-                    "make some unroll loops range(...) loops, or split the tile operations",
+                    f"this unrolls {count} iterations (loop '{loop.var}'), more than the "
+                    f"{MAX_ITERATIONS} tilec unrolls; use a range(...) loop, or split the tile operation",
                     loop.span,
                 )
-            out.extend(copy)
-        return out
+            out = []
+            for i in range(start, stop, step):
+                copy = self.block(self.iteration(copies, loop.body, visible, {**env, loop.var: ir.Int(i)}), visible)
+                self.copied += _statements(copy)
+                if self.copied > MAX_STATEMENTS:
+                    raise TilecError(
+                        f"unrolling makes more than {MAX_STATEMENTS} statements in this kernel; "
+                        "make some unroll loops range(...) loops, or split the tile operations",
+                        loop.span,
+                    )
+                out.extend(copy)
+            return out
+        finally:
+            copies.close()  # (a rewriter is made again for the next env: see Copies.close)
 
     def iteration(self, copies: Copies, stmts, visible: set, env: dict) -> list:
         """One copy of a loop body, `env` (the loop variable's value and the
