@@ -271,12 +271,15 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     rewrite returns.
 
     (`map_children` written out in the recursion: a rewrite visits every
-    node, and a call per node more was a good part of its time.)"""
+    node, and a call per node more was a good part of its time.  For the
+    same reason a child whose class `fn` is never called on and that has
+    no children -- a literal, or a name where names are not rewritten:
+    half of the nodes -- is kept where it is met, with no call: `_kept`.)"""
 
     plans = _PLANS
-    Node = ir.Node
     is_ = operator.is_
     done = {} if pure else None
+    kept = _kept(only)
 
     def rewrite(n):
         cls = type(n)
@@ -296,17 +299,20 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
             changed = None
             for i in children:
                 value = values[i]
-                if isinstance(value, Node):
-                    new = rewrite(value)
-                    if new is value:
+                t = type(value)
+                if t in kept:
+                    continue
+                if t is tuple:
+                    if not value:
                         continue
-                elif type(value) is tuple and value:
-                    items = [rewrite(v) if isinstance(v, Node) else v for v in value]
+                    items = [v if type(v) in kept else rewrite(v) for v in value]
                     if all(map(is_, items, value)):
                         continue
                     new = tuple(items)
                 else:
-                    continue
+                    new = rewrite(value)
+                    if new is value:
+                        continue
                 if changed is None:
                     changed = list(values)
                 changed[i] = new
@@ -321,6 +327,34 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
         return rewrite(node)
     finally:
         rewrite = None  # see _NO_CYCLE
+
+
+def _kept(only) -> frozenset:
+    """The classes of the child values a `transform` with this `only` keeps
+    without a call: None's, and with `only`, the IR classes without
+    children that are not in it.  (A child field holds a node, a tuple of
+    nodes or None: `ir.py`'s annotations.)  Found once per `only` (each
+    caller passes a constant of its module); the `only` object is kept
+    with its entry, so its id stays its own."""
+    hit = _KEPT.get(id(only))
+    if hit is not None and hit[0] is only:
+        return hit[1]
+    kept = {type(None)}
+    if only is not None:
+        kept.update(cls for cls in _ir_classes() if not _child_fields(cls) and cls not in only)
+    _KEPT[id(only)] = (only, frozenset(kept))
+    return _KEPT[id(only)][1]
+
+
+_KEPT: dict = {}
+"""id(only) -> (only, `_kept(only)`)."""
+
+
+def _ir_classes() -> list:
+    """The classes of IR nodes: those `ir.py` defines that derive from
+    `ir.Node` and have no subclass (`Expr` and `Stmt` are only bases)."""
+    return [cls for cls in vars(ir).values()
+            if isinstance(cls, type) and issubclass(cls, ir.Node) and not cls.__subclasses__()]
 
 
 def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None,
