@@ -232,7 +232,7 @@ def test_register_elements_are_shared_within_a_kernel_and_forgotten_after():
     """The register elements lowerings name are built once per span of a
     kernel (hgemm_v7's epilogue casts, one inlined helper's, name the same
     f16 registers: one node each) and none is kept after the pass."""
-    from tilec.passes.dispatch import register_storage
+    from tilec.passes.dispatch import build
 
     path = EXAMPLES / "hopper/hgemm_v7.tile"
     m = compile_source(path.read_text(), str(path), options=Options(stop_after="dispatch")).module
@@ -241,4 +241,4 @@ def test_register_elements_are_shared_within_a_kernel_and_forgotten_after():
     for n in casts:
         firsts[(n.args[0], n.span)].append(n.args[0])
     assert len(casts) > len(firsts) and all(all(e is es[0] for e in es) for es in firsts.values())
-    assert register_storage._MADE == {}
+    assert build._BUILT == {}

@@ -15,8 +15,8 @@ from tilec.compiler.fold import fold_expr
 from tilec.compiler.region import Region, plus as add
 
 __all__ = [
-    "add", "assign", "conj", "const", "copy_vec", "difference", "floordiv", "guarded", "located", "located_elements",
-    "mod", "mul",
+    "add", "assign", "built_at", "conj", "const", "copy_vec", "difference", "floordiv", "forget_built", "guarded",
+    "located", "located_elements", "mod", "mul",
 ]
 
 
@@ -93,7 +93,7 @@ def guarded(cond: Optional[ir.Expr], stmts: list) -> list:
     return [ir.If(cond, tuple(stmts))]
 
 
-def located(node: ir.Node, span: Optional[ir.Span], memo: Optional[dict] = None) -> ir.Node:
+def located(node: ir.Node, span: Optional[ir.Span]) -> ir.Node:
     """`node` with every node that has no source location placed at `span`,
     the call being lowered: dispatch places each statement a lowering
     returns, so that a later complaint about what it built points at the
@@ -106,13 +106,13 @@ def located(node: ir.Node, span: Optional[ir.Span], memo: Optional[dict] = None)
     `add`/`mul`, which fold into nodes without a location, or an operand
     taken from the program), so the hundreds of elements and instructions
     of a GEMM's statements need no walk; a node built without a span is
-    rebuilt at `span`, its children placed the same way.  `memo` (id ->
-    (node, result)) carries results between the statements of one call: a
-    lowering reuses subtrees, and each is rebuilt once."""
+    rebuilt at `span`, its children placed the same way.  What is placed
+    is kept for the kernel (`built_at(span).placed`): a lowering reuses
+    subtrees, and so do the calls at one span (an inlined helper's, whose
+    lane addresses are the kernel's), and each is rebuilt once."""
     if span is None:
         return node
-    if memo is None:
-        memo = {}
+    memo = built_at(span).placed
 
     def fn(n):
         at = n.span
@@ -131,6 +131,44 @@ def located(node: ir.Node, span: Optional[ir.Span], memo: Optional[dict] = None)
         fn = None  # see visit._NO_CYCLE
 
 
+class Built:
+    """What dispatch built at one call's span for the kernel it lowers:
+    `placed` maps id(node) to (node, the node placed at the span)
+    (`located`), `made` holds the register elements named there, their
+    names and indices (`register_storage.register_elements`).  Kept per
+    span, not per call, because the calls of one inlined helper share their
+    span and most of what they build (an epilogue's cast and stmatrix of
+    each column block)."""
+
+    __slots__ = ("span", "placed", "made")
+
+    def __init__(self, span: ir.Span):
+        self.span = span  # kept so that its id stays its
+        self.placed: dict = {}
+        self.made: dict = {}
+
+
+_BUILT: dict = {}  # id(span) -> Built
+_MOST_SPANS = 256  # more spans than a kernel's calls have: asked outside `dispatch_module` (a test's `select`)
+
+
+def built_at(span: ir.Span) -> Built:
+    """What was built at `span` in the kernel being dispatched:
+    `forget_built` empties the table before and after each kernel, so that
+    nothing outlives its compile."""
+    found = _BUILT.get(id(span))
+    if found is None:
+        if len(_BUILT) >= _MOST_SPANS:
+            _BUILT.clear()
+        found = _BUILT[id(span)] = Built(span)
+    return found
+
+
+def forget_built() -> None:
+    """Drop what `built_at` kept."""
+    _BUILT.clear()
+
+
 def located_elements(r: Region, span: ir.Span, dims: Optional[Sequence[int]] = None) -> Callable:
     """`located(r.element(index), span)` as a function of `index`, for a
     lowering that names many elements of one region with index expressions
@@ -143,10 +181,9 @@ def located_elements(r: Region, span: ir.Span, dims: Optional[Sequence[int]] = N
     has one expression per dim of `dims` (the region's dims by default; a
     broadcast operand moves along fewer), the other dims stay at their
     start."""
-    memo: dict = {}
     name = ir.Name(r.name, span=span)
     starts = r.starts
-    placed = [located(s, span, memo) for s in starts]
+    placed = [located(s, span) for s in starts]
     made: dict = {}  # (dim, id(index expression)) -> (the expression, the coordinate at span)
     dims = r.dims if dims is None else dims
 
@@ -156,7 +193,7 @@ def located_elements(r: Region, span: ir.Span, dims: Optional[Sequence[int]] = N
             key = (d, id(i))
             found = made.get(key)
             if found is None:
-                found = made[key] = (i, located(add(starts[d], i), span, memo))
+                found = made[key] = (i, located(add(starts[d], i), span))
             coord[d] = found[1]
         return ir.Index(name, tuple(coord), span=span)
 

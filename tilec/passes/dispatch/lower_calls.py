@@ -24,7 +24,7 @@ from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
 from tilec.passes.dispatch import DispatchContext, NameGen, TileOp, select
-from tilec.passes.dispatch.build import located
+from tilec.passes.dispatch.build import forget_built, located
 
 
 class Dispatch(Pass):
@@ -37,21 +37,18 @@ class Dispatch(Pass):
 
 
 def dispatch_module(module: ir.Module, target: Target, analyses: Optional[Analyses] = None) -> ir.Module:
-    """Every kernel of `module` lowered.  The register elements lowerings
-    name are shared between the calls of a kernel, and forgotten after it
-    (`register_storage.forget_elements`; imported here, as the variants
-    that name registers import it, so that loading the pipeline does not)."""
-    from tilec.passes.dispatch.register_storage import forget_elements
-
+    """Every kernel of `module` lowered.  What lowerings build at a call's
+    span is shared between the calls of a kernel, and forgotten after it
+    (`build.forget_built`)."""
     kernels = []
     try:
         for k in module.kernels:
-            forget_elements()
+            forget_built()
             syms = (analyses or Analyses()).of(k, module, target)  # the compile's, kept by plan-tma
             lowering = _Kernel(target, syms, NameGen(syms.names_in_use(module)))  # (no walk of the kernel)
             kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
     finally:
-        forget_elements()
+        forget_built()
     return attrs.evolve(module, kernels=tuple(kernels))
 
 
@@ -102,8 +99,7 @@ class _Kernel:
             selection = select(op, ctx)
         except TilecError as err:
             raise err.with_span(op.span)
-        memo: dict = {}
-        return [located(s, op.span, memo) for s in selection.stmts]
+        return [located(s, op.span) for s in selection.stmts]
 
 
 

@@ -23,7 +23,7 @@ from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
 from tilec.compiler.symbols import Buffer
 from tilec.compiler.value_types import FLOAT_TYPES, FP8_TYPES, INT_TYPES, value_type_of_dtype
-from tilec.passes.dispatch.build import add, conj, floordiv, mod, mul
+from tilec.passes.dispatch.build import add, built_at, conj, floordiv, mod, mul
 from tilec.passes.dispatch.per_kernel import kernel_memo
 from tilec.passes.dispatch.registry import Decline
 from tilec.passes.dispatch.threads import LEVEL_OF_AXIS, SCOPE_OF_LEVEL, Threads
@@ -262,14 +262,14 @@ def register_elements(buf: Buffer, span: Optional[ir.Span]) -> Callable[[Sequenc
     """`register_element(buf, coord, span)` as a function of `coord`, for
     a lowering that names many elements of one buffer (a cast, a
     fragment).  Located elements are built once per span in a kernel
-    (`_made_at`), and their leaves (the buffer's name, each index) are
+    (`build.built_at`), and their leaves (the buffer's name, each index) are
     shared: the IR is immutable, a cast of 64 elements names two buffers
     and a few distinct indices, and the calls of one inlined helper (an
     epilogue's cast and store of each column block) share their span and
     most of the registers they name."""
     if span is None:
         return lambda coord: register_element(buf, coord)
-    made = _made_at(span)
+    made = built_at(span).made
     leaf = made.get
     buf_name = buf.name
     name = leaf(buf_name)
@@ -290,28 +290,6 @@ def register_elements(buf: Buffer, span: Optional[ir.Span]) -> Callable[[Sequenc
         return elem
 
     return element
-
-
-_MADE: dict = {}  # id(span) -> (the span, kept so that its id stays its; what was built there)
-_MOST_SPANS = 256  # more spans than a kernel's calls have: asked outside `dispatch_module` (a test's `select`)
-
-
-def _made_at(span: ir.Span) -> dict:
-    """What `register_element` built at `span` (a call being lowered:
-    elements keyed by (buffer, coordinate), names by name, indices by
-    value), kept for the kernel being dispatched: `forget_elements` empties
-    it before and after each, so that no element outlives its compile."""
-    found = _MADE.get(id(span))
-    if found is None:
-        if len(_MADE) >= _MOST_SPANS:
-            _MADE.clear()
-        found = _MADE[id(span)] = (span, {})
-    return found[1]
-
-
-def forget_elements() -> None:
-    """Drop the elements `register_element` built (`_made_at`)."""
-    _MADE.clear()
 
 
 def check_scope(st: Storage, scope: str, threads: Threads, what: str) -> None:

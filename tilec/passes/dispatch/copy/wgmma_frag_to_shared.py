@@ -81,15 +81,14 @@ def lower(op, ctx) -> List[ir.Stmt]:
     threads = Threads(ctx.symbols)
     span = op.span
     values = fragment_elements(frag, threads, [(MMA_M * i, 0) for i in range(rows // MMA_M)], cols, "the fragment", span)
-    # built at the call: the lane's address arithmetic, the kernel's (`_lane_origins`), placed there once per call
-    memo: dict = {}
+    # built at the call: the lane's address arithmetic, the kernel's (`_lane_origins`), placed there once per span
     name = ir.Name(smem.name, span=span)
     stmts = []
     for i, j, num, row, col, kwargs in _lane_origins(threads, rows, cols):
-        coord = tuple(located(c, span, memo) for c in smem.coordinate([row, col]))
+        coord = tuple(located(c, span) for c in smem.coordinate([row, col]))
         addr = ir.Method(name, "ptr_to", (ir.ListExpr(coord, span=span),), span=span)
         regs = ir.TupleExpr(tuple(values[i][4 * j: 4 * j + 2 * num]), span=span)
-        kwargs = tuple(located(k, span, memo) for k in kwargs)
+        kwargs = tuple(located(k, span) for k in kwargs)
         stmts.append(ir.ExprStmt(ir.Call("ptx.stmatrix", (regs, addr), kwargs, span=span), span=span))
     return stmts
 
