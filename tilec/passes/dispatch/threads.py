@@ -142,6 +142,7 @@ class _Strides:
             if LAUNCH_AXES[i.builtin].stride is not None
         }
         self.settled: set = set()
+        self.guards: Dict[int, tuple] = {}  # id(guard) -> (the guard, kept so that its id stays its; its stride)
         self.setters: Dict[str, list] = {}  # name -> [(assignment, the names it sets)]
         for a in statements(syms.kernel):
             if isinstance(a, (ir.Assign, ir.AugAssign)):
@@ -182,6 +183,18 @@ class _Strides:
                         changed = True
         self.settled |= needed
 
+    def of_guard(self, g: ir.Expr) -> Optional[int]:
+        """The finest thread stride guard `g` depends on, or None: its
+        names settled, so final.  Kept per guard node: the conditions
+        around a block are asked by every call in it, for every candidate
+        variant."""
+        found = self.guards.get(id(g))
+        if found is None:
+            names, elected = _reads(g)
+            self.settle(names)
+            found = self.guards[id(g)] = (g, _stride(names, elected, self.strides))
+        return found[1]
+
 
 _STRIDES = last_kernel(_Strides)
 """The kernel's `_Strides`, settled as its calls' guards ask."""
@@ -215,9 +228,7 @@ def narrowing_guard(op: TileOp, ctx: DispatchContext, scope: str) -> Optional[ir
     limit = SCOPE_STRIDE.get(scope, 1 << 30)
     strides = _STRIDES(ctx.symbols)
     for g in ctx.guards:
-        names, elected = _reads(g)
-        strides.settle(names)
-        s = _stride(names, elected, strides.strides)  # the finest thread stride g depends on, if any
+        s = strides.of_guard(g)
         if s is not None and s < limit:
             return g
     return None
