@@ -40,7 +40,7 @@ from tilec.compiler.affine import linear
 from tilec.compiler.builtins import Signature
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.printer import print_expr
-from tilec.passes.dispatch.build import mul
+from tilec.passes.dispatch.build import located, mul
 from tilec.passes.dispatch.operands import region, same_shape
 from tilec.passes.dispatch.per_kernel import last_call
 from tilec.passes.dispatch.registry import DispatchContext, TileOp, predicate, register
@@ -132,16 +132,22 @@ def lower(op: TileOp, ctx: DispatchContext) -> list:
             op.span,
         )
     tmap = _tensormap(args["tmap"], glob.name, ctx, op)
-    tmap_addr = ir.Call("address_of", (ir.Name(tmap.name),))
+    # built at the call, of placed parts (`located`), so that dispatch need not rebuild each issue to place it
+    span = op.span
+    tmap_addr = ir.Call("address_of", (ir.Name(tmap.name, span=span),), span=span)
     first = _first_element(shared.buffer, op)
     out = []
     for coords, offset in _issues(args["tma_issues"], op):
-        addr = _address(shared.buffer, offset, first)
+        addr = _address(shared.buffer, offset, first, span)
+        coords = located(coords, span)
         if load:
-            call = ir.Call("ptx.cp_async.bulk.tensor.g2s", (addr, args["mbar"], tmap_addr, coords), _load_kwargs(args, ctx, op))
+            kwargs = _load_kwargs(args, ctx, op)  # (first: a load without mbar= is refused there)
+            call = ir.Call("ptx.cp_async.bulk.tensor.g2s", (addr, located(args["mbar"], span), tmap_addr, coords),
+                           kwargs, span=span)
         else:
-            call = ir.Call("ptx.cp_async.bulk.tensor.s2g", (addr, tmap_addr, coords), _store_kwargs(args, tmap, glob.dtype, op))
-        out.append(ir.ExprStmt(call))
+            kwargs = _store_kwargs(args, tmap, glob.dtype, op)
+            call = ir.Call("ptx.cp_async.bulk.tensor.s2g", (addr, tmap_addr, coords), kwargs, span=span)
+        out.append(ir.ExprStmt(call, span=span))
     return out
 
 
@@ -192,20 +198,20 @@ def _issues(value: ir.Expr, op: TileOp) -> list:
     return out
 
 
-def _address(buf, offset: ir.Expr, first: int) -> ir.Expr:
+def _address(buf, offset: ir.Expr, first: int, span) -> ir.Expr:
     """The shared address of an issue: `address_of(buf)` plus plan-tma's
     offset (a linear form in elements from the storage start) less the
     first element's, in bytes, written term by term
-    (`address_of(Asmem) + stage * 32768 + 640`)."""
+    (`address_of(Asmem) + stage * 32768 + 640`), placed at `span`."""
     eb = buf.elem_bytes
     atoms: dict = {}
     form = linear(offset, atoms)
-    addr: ir.Expr = ir.Call("address_of", (ir.Name(buf.name),))
+    addr: ir.Expr = ir.Call("address_of", (ir.Name(buf.name, span=span),), span=span)
     for key, c in form.terms:
-        addr = ir.Binary("+" if c > 0 else "-", addr, mul(atoms[key], abs(c) * eb))
+        addr = ir.Binary("+" if c > 0 else "-", addr, located(mul(atoms[key], abs(c) * eb), span), span=span)
     const = form.const - first
     if const:
-        addr = ir.Binary("+" if const > 0 else "-", addr, ir.Int(abs(const) * eb))
+        addr = ir.Binary("+" if const > 0 else "-", addr, ir.Int(abs(const) * eb, span=span), span=span)
     return addr
 
 
@@ -221,12 +227,13 @@ def _load_kwargs(args: dict, ctx: DispatchContext, op: TileOp) -> tuple:
         raise TilecError(f"cta_group=2 (a CTA pair) needs sm_100a; {ctx.target} has one-CTA TMA loads only", op.span)
     else:
         group = None
+    span = op.span
     kwargs = []
     if group is not None:
-        kwargs.append(ir.Keyword("cta_group", ir.Int(group)))
+        kwargs.append(ir.Keyword("cta_group", ir.Int(group, span=span), span=span))
     for name in ("multicast", "cache_hint"):
         if args[name] is not None:
-            kwargs.append(ir.Keyword(name, args[name]))
+            kwargs.append(ir.Keyword(name, located(args[name], span), span=span))
     return tuple(kwargs)
 
 
@@ -237,13 +244,14 @@ def _store_kwargs(args: dict, tmap: ir.TensorMap, data_dtype: str, op: TileOp) -
             raise TilecError(f"{name}= has no meaning for a TMA store: {why}", op.span)
     if args["cta_group"] == 2:
         raise TilecError("cta_group=2 has no meaning for a TMA store: each CTA stores its own tile", op.span)
+    span = op.span
     kwargs = []
     reduce = args["reduce"]
     if reduce is not None:
         _check_reduce(reduce, tmap, data_dtype, op)
-        kwargs.append(ir.Keyword("reduce", ir.Str(reduce)))
+        kwargs.append(ir.Keyword("reduce", ir.Str(reduce, span=span), span=span))
     if args["cache_hint"] is not None:
-        kwargs.append(ir.Keyword("cache_hint", args["cache_hint"]))
+        kwargs.append(ir.Keyword("cache_hint", located(args["cache_hint"], span), span=span))
     return tuple(kwargs)
 
 
