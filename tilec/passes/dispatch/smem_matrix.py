@@ -179,13 +179,12 @@ def shared_matrix(
     # element exactly when they agree along the tile's first row and column.
     want_mn = [canonical(major, width, s_mn, s_k, i, 0) for i in range(tile_shape[0])]
     want_k = [canonical(major, width, s_mn, s_k, 0, j) for j in range(tile_shape[1])]
+    lines: dict = {}  # (origin, mn or k) -> the offsets along the tile's first column or row, from its start
     for m0, k0 in tiles:
-        got_mn = [mn[m0 + i] - mn[m0] for i in range(tile_shape[0])]
-        got_k = [k[k0 + j] - k[k0] for j in range(tile_shape[1])]
-        bad = next(((i, 0) for i in range(tile_shape[0]) if got_mn[i] != want_mn[i]), None) or next(
-            ((0, j) for j in range(tile_shape[1]) if got_k[j] != want_k[j]), None)
-        if bad is not None:
-            a, b = bad
+        got_mn, got_k = _from_start(mn, m0, tile_shape[0], lines, 0), _from_start(k, k0, tile_shape[1], lines, 1)
+        if got_mn != want_mn or got_k != want_k:
+            a, b = next(((i, 0) for i in range(tile_shape[0]) if got_mn[i] != want_mn[i]), None) or next(
+                (0, j) for j in range(tile_shape[1]) if got_k[j] != want_k[j])
             got, want = got_mn[a] + got_k[b], want_mn[a] + want_k[b]
             raise TilecError(
                 f"{name} is not in a layout the tensor core reads ({major}-major, "
@@ -221,6 +220,17 @@ def shared_matrix(
         starts[(m0, k0)] = bits // 128
     ldo, sdo, swizzle = desc.intrinsic_args()
     return SharedMatrix(family, buf, major, ldo, sdo, swizzle, starts, _dynamic_units(p, divisors, repeat, name))
+
+
+def _from_start(line: Sequence[int], origin: int, n: int, lines: dict, which: int) -> list:
+    """The n offsets of `line` from `origin` on, less the one at `origin`:
+    worked out once per origin (`lines`), as the tiles of a row share their
+    column origin and those of a column their row origin."""
+    found = lines.get((origin, which))
+    if found is None:
+        first = line[origin]
+        found = lines[(origin, which)] = [x - first for x in line[origin:origin + n]]
+    return found
 
 
 def _suggestion(dtype: str, mode: int, majors: Sequence[str]) -> str:
