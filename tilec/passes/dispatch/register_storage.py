@@ -64,7 +64,10 @@ class Storage:
     `held_slots`, `register_pairs`' thread check and pairs, the wgmma
     fragment check and coordinates): a kernel has one
     `Storage` per buffer (`storage`), asked again by every call naming the
-    buffer."""
+    buffer.  An answer about this storage and another one is keyed by the
+    other's `serial`, not kept with the other: two storages that answer
+    about each other would be a reference cycle, left with all they hold
+    to the cyclic collector."""
 
     buffer: Buffer
     slots: tuple
@@ -73,6 +76,7 @@ class Storage:
     scope: str
     copies: tuple = ()  # of Term (dim -1)
     answers: dict = records.field(factory=dict, eq=False, repr=False)
+    serial: int = records.field(factory=itertools.count().__next__, eq=False, repr=False, init=False)
 
     @property
     def size(self) -> int:
@@ -408,11 +412,11 @@ def follows(follower: Storage, leader: Storage, source: tuple) -> bool:
     (`Storage.answers`, keyed by the follower and `source`, which is the
     projection itself) for every call that asks it again of the same
     buffers."""
-    memo = ("follows", id(follower), source)
+    memo = ("follows", follower.serial, source)
     found = leader.answers.get(memo)
     if found is None:
-        found = leader.answers[memo] = (follower, _follows(follower, leader, source))  # follower kept: its id
-    return found[1]
+        found = leader.answers[memo] = _follows(follower, leader, source)
+    return found
 
 
 def _follows(follower: Storage, leader: Storage, source: tuple) -> bool:
@@ -438,24 +442,24 @@ def register_pairs(dst: Region, src: Region, threads: Threads, scope: str):
     dstarts = dst.const_starts()
     if dstarts is None:
         raise Decline(f"the region of register buffer '{dst.name}' must have compile-time bounds")
-    key = ("moves like", id(sd), src.dims, dst.dims)
-    found = ss.answers.get(key)
-    if found is None:
-        found = ss.answers[key] = (sd, sd.used == ss.used and all(
+    key = ("moves like", sd.serial, src.dims, dst.dims)
+    moves_like = ss.answers.get(key)
+    if moves_like is None:
+        moves_like = ss.answers[key] = sd.used == ss.used and all(
             _moved(ss.thread_offset(p), src, dst) == sd.thread_offset(p) for p in ss.axis_steps()
-        ))
-    if not found[1]:
+        )
+    if not moves_like:
         raise Decline(
             f"'{dst.name}' and '{src.name}' spread their elements over different threads; "
             "a register copy cannot move elements between threads"
         )
     axis_exprs(ss, threads)  # `Decline` where the kernel declares no id that gives a position ss uses
     held = held_slots(src, ss)
-    key = ("pairs", id(sd), dstarts, dst.dims, id(held))  # (`held` is kept in ss.answers: its id stays its)
-    found = ss.answers.get(key)
-    if found is None:
-        found = ss.answers[key] = (sd, _pairs(dst, src, sd, dstarts, held))
-    return found[1], ss
+    key = ("pairs", sd.serial, dstarts, dst.dims, id(held))  # (`held` is kept in ss.answers: its id stays its)
+    pairs = ss.answers.get(key)
+    if pairs is None:
+        pairs = ss.answers[key] = _pairs(dst, src, sd, dstarts, held)
+    return pairs, ss
 
 
 def _pairs(dst: Region, src: Region, sd: Storage, dstarts: tuple, held: tuple) -> tuple:
