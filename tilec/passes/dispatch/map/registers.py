@@ -66,20 +66,17 @@ def _whole_tile(op, ctx):
 
 
 def _operands(value: ir.Expr, syms) -> List[ir.Expr]:
-    """The buffer references in `value` (a name or a region), outermost."""
-    out = []
-
-    def visit_expr(e):
+    """The buffer references in `value` (a name or a region), outermost,
+    in walk order.  (A loop over a stack, not a recursive closure, which
+    would be a reference cycle left to the cyclic collector.)"""
+    out, todo = [], [value]
+    while todo:
+        e = todo.pop()
         base = e.base if isinstance(e, ir.Index) else e
         if isinstance(base, ir.Name) and base.id in syms.buffers:
             out.append(e)
-            return
-        if isinstance(e, ir.Method):
-            return
-        for child in visit.children(e):
-            visit_expr(child)
-
-    visit_expr(value)
+        elif not isinstance(e, ir.Method):
+            todo.extend(reversed(list(visit.children(e))))
     return out
 
 
