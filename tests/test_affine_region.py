@@ -54,6 +54,32 @@ def test_region_extents_are_linear_differences():
 
 
 @pytest.mark.parametrize(
+    "text, extent",
+    [
+        # `x + a : x + b` is read without linear forms ...
+        ("A[n + 64 : n + 128]", 64),
+        ("A[k * 64 - 8 : k * 64 + 8]", 16),
+        ("A[(k + 1) * 2 : (k + 1) * 2 + 4]", 4),
+        ("A[4 : 2 * 6]", 8),
+        ("A[n + 64 : m + 128]", None),
+        ("A[n + 4 : n * 2]", None),
+        # ... every other slice with them, to the same answers
+        ("A[k * 2 : k + k + 8]", 8),
+        ("A[n : n * 1 + 3]", 3),
+        ("A[k - n : k + 5 - n]", 5),
+        ("A[2 * k + 1 : k * 2 + 9]", 8),
+        ("A[k : k * 2]", None),
+    ],
+)
+def test_region_extent_of_a_slice_is_stop_minus_start_as_linear_forms(text, extent):
+    r = Region.read(parse_expr(text), _buf((256,)))
+    assert r.extents == (extent,)
+    i = parse_expr(text).indices[0]
+    d = linear(i.stop) - linear(i.start)
+    assert (d.const if d.is_const else None) == extent
+
+
+@pytest.mark.parametrize(
     "text, scope, past_end, message",
     [
         ("A[120:136, 0:64]", "global", False, "slice 120:136 is out of bounds for dimension 0 of 'A' (size 128)"),

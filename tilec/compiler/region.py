@@ -49,7 +49,7 @@ class Region:
         it), starts and stops with their constants folded."""
         if not isinstance(expr, ir.Index):
             n = len(buf.shape)
-            return cls(buf, (ir.Int(0),) * n, tuple(buf.shape), expr, (True,) * n)
+            return cls(buf, (_ZERO,) * n, tuple(buf.shape), expr, (True,) * n)
         if len(expr.indices) != len(buf.shape):
             raise TilecError(
                 f"'{buf.name}' has {len(buf.shape)} dimension(s), indexed with {len(expr.indices)}", expr.span
@@ -58,16 +58,15 @@ class Region:
         for index, n in zip(expr.indices, buf.shape):
             if isinstance(index, ir.Slice) and index.start is None and index.stop is None:
                 # `:`, the whole dim (most of a tile primitive's slices): nothing to fold or subtract
-                starts.append(ir.Int(0))
+                starts.append(_ZERO)
                 extents.append(n if isinstance(n, int) else None)
             elif isinstance(index, ir.Slice):
-                start = fold_expr(index.start if index.start is not None else ir.Int(0))
-                stop = fold_expr(index.stop if index.stop is not None else extent_expr(n))
-                d = linear(stop) - linear(start)
+                start = _ZERO if index.start is None else _folded(index.start)
+                stop = _folded(index.stop if index.stop is not None else extent_expr(n))
                 starts.append(start)
-                extents.append(d.const if d.is_const else None)
+                extents.append(_difference(stop, start))
             else:
-                starts.append(fold_expr(index))
+                starts.append(_folded(index))
                 extents.append(1)
             sliced.append(isinstance(index, ir.Slice))
         return cls(buf, tuple(starts), tuple(extents), expr, tuple(sliced))
@@ -171,6 +170,39 @@ class Region:
                     f"'{self.name}' (size {n})",
                     span,
                 )
+
+
+_ZERO = ir.Int(0)  # (a frozen node: one serves every region starting at 0)
+
+
+def _folded(e: ir.Expr) -> ir.Expr:
+    """`e` with its constants folded; a literal is already (most scalar
+    indices and many slice bounds are)."""
+    return e if type(e) is ir.Int else fold_expr(e)
+
+
+def _difference(stop: ir.Expr, start: ir.Expr) -> Optional[int]:
+    """`stop - start` when it is a compile-time integer, else None.  Most
+    slices are `x + a : x + b` or literals (`x` any expression, `a` and `b`
+    integers, either maybe absent): their extent is `b - a`, read without
+    building the linear forms (`linear`) that any other slice needs, and
+    equal to what those would give."""
+    x, a = _constant_part(start)
+    y, b = _constant_part(stop)
+    if x is y or x == y:
+        return b - a
+    d = linear(stop) - linear(start)
+    return d.const if d.is_const else None
+
+
+def _constant_part(e: ir.Expr) -> tuple:
+    """(x, c) with `e` = `x + c`: a literal is (None, c), `x + 4` and
+    `x - 4` are (x, 4) and (x, -4), anything else (e, 0)."""
+    if type(e) is ir.Int:
+        return None, e.value
+    if type(e) is ir.Binary and type(e.rhs) is ir.Int and e.op in ("+", "-"):
+        return e.lhs, e.rhs.value if e.op == "+" else -e.rhs.value
+    return e, 0
 
 
 def extent_expr(n) -> ir.Expr:
