@@ -12,7 +12,7 @@ from tilec.compiler.layout import Iter, TileLayout, cosize, make, row_major
 from tilec.compiler.layout_shape import permute_dims
 from tilec.compiler.shared_layouts import mma_shared_layout
 from tilec.compiler.swizzle import hardware_swizzle
-from tilec.compiler.tma_planner import Affine, l2_promotion, plan_tma
+from tilec.compiler.tma_planner import Affine, LayoutMemo, l2_promotion, plan_tma
 from tilec.runtime.tensormap import check_tensormap
 from tma_sim import intended, simulate
 
@@ -356,6 +356,35 @@ def test_other_user_errors():
             plan_tma(*args)  # a full-length region may name its start: it can only be 0
             continue
         assert needle in plan_error(*args), needle
+
+
+def test_plans_sharing_a_layout_memo_are_the_plans_made_alone():
+    """The plans of one kernel share a `LayoutMemo` over the same layout
+    objects: each plan (or error, raised again, not kept) is the one a plan
+    with no memo gives."""
+    glayout, bad_global = row_major((512, 512)), make((8, 32), (128, 1))
+    slayout = mma_shared_layout("f16", 3, (2, 128, 64))
+    k = Affine(0, (("k", 64),))
+    copies = [
+        (glayout, (512, 512), [("m", 128), (k, 64)], [("stage", 1), (0, 128), (0, 64)]),
+        (glayout, (512, 512), [("m", 64), (k, 64)], [(1, 1), (64, 64), (0, 64)]),
+        (glayout, (512, 512), [("m", 64), (k, 64)], [(0, 1), (64, 64), (0, 64)]),
+        (glayout, (512, 512), [("m", 64), (k, 32)], [(1, 1), (0, 64), ("c", 32)]),  # refused: off 128 bytes
+        (bad_global, (8, 64), [(0, 1), (0, 64)], [(0, 1), (0, 1), (0, 64)]),  # refused: by the grouping
+        (glayout, (512, 512), [("m", 128), (k, 64)], [("stage", 1), (0, 128), (0, 64)]),
+    ]
+
+    def outcome(g, gshape, g_region, s_region, **memo):
+        try:
+            return plan_tma(g, gshape, slayout, (2, 128, 64), (g_region, s_region), "f16", "g2s", **memo)
+        except TilecError as err:
+            return str(err)
+
+    memo = LayoutMemo()
+    for _ in range(2):
+        for copy in copies:
+            assert outcome(*copy, memo=memo) == outcome(*copy)
+    assert [isinstance(outcome(*c), str) for c in copies] == [False, False, False, True, True, False]
 
 
 # --------------------------------------------------------------------------

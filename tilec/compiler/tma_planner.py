@@ -76,7 +76,7 @@ from tilec.compiler.layout import Iter, TileLayout, canonicalize, row_major
 from tilec.compiler.layout_shape import group, slice_region
 from tilec.compiler.swizzle import ATOM_BYTES, MODE_NAMES, swizzle_mode
 
-__all__ = ["Affine", "TmaIssue", "TmaPlan", "plan_tma", "MAX_RANK", "MAX_BOX"]
+__all__ = ["Affine", "LayoutMemo", "TmaIssue", "TmaPlan", "plan_tma", "MAX_RANK", "MAX_BOX"]
 
 MAX_RANK = 5
 MAX_BOX = 256
@@ -164,6 +164,47 @@ def l2_promotion(row_bytes: int) -> str:
 # --------------------------------------------------------------------------
 
 
+class LayoutMemo:
+    """The groupings and slices `plan_tma` works out from a layout, each
+    once: they depend on the layout and a shape alone, and a kernel copies
+    one buffer in many places (hgemm_v7's eight epilogue stores group D's
+    layout and Dsmem's eight times, and slice Dsmem at four places).  One
+    memo serves the plans of one kernel (`tilec.passes.plan_tma`).
+    Entries are keyed by the layout object's id and keep the object, so an
+    id is not reused while its entry lives; an error is not kept (it is
+    raised again at the next ask)."""
+
+    def __init__(self):
+        self._entries: dict = {}
+
+    def _kept(self, what: str, layout: TileLayout, args: tuple, compute):
+        key = (what, id(layout), args)
+        hit = self._entries.get(key)
+        if hit is None:
+            hit = self._entries[key] = (layout, compute())
+        return hit[1]
+
+    def group(self, layout: TileLayout, shape: tuple):
+        """`layout_shape.group(layout, shape)`."""
+        return self._kept("group", layout, shape, lambda: group(layout, shape))
+
+    def unswizzled(self, layout: TileLayout) -> TileLayout:
+        """`layout` without its swizzle."""
+        return self._kept("unswizzled", layout, (), lambda: records.evolve(layout, swizzle=None))
+
+    def sliced(self, layout: TileLayout, shape: tuple, region: tuple, copy_shape: tuple):
+        """The memory offset of the sub-tile `region` ((start, extent) per
+        dim, `layout_shape.slice_region`) and its layout grouped by the
+        copy's shape."""
+
+        def compute():
+            sliced = slice_region(layout, shape, region)
+            shard = [it for it in sliced.shard if it.extent > 1] or [Iter(1, 1)]
+            return dict(sliced.offset).get("m", 0), group(TileLayout(shard), copy_shape)
+
+        return self._kept("sliced", layout, (shape, region, copy_shape), compute)
+
+
 @records.frozen
 class _GlobalDim:
     extent: int
@@ -184,7 +225,7 @@ class _Digit:
     unit: int
 
     def inner(self, n: int) -> "_Digit":
-        return records.evolve(self, extent=n)
+        return _Digit(n, self.sstride, self.gstride, self.gdim, self.unit)
 
     def outer(self, n: int) -> "_Digit":
         """What is left after the inner `n` steps."""
@@ -228,12 +269,12 @@ def _check_region(region: Region, shape: tuple[int, ...], side: str) -> list[tup
     return out
 
 
-def _global_dims(layout: TileLayout, shape, region) -> list[_GlobalDim]:
+def _global_dims(layout: TileLayout, shape, region, memo: LayoutMemo) -> list[_GlobalDim]:
     if layout.swizzle is not None:
         raise TilecError(f"TMA cannot read the swizzled global layout {layout}")
     if layout.offset:
         raise TilecError(f"TMA cannot address the global layout {layout}: it has an offset")
-    grouped = group(layout, shape)
+    grouped = memo.group(layout, shape)
     dims = []
     for d, (start, count) in enumerate(region):
         iters = [it for it in grouped.dim(d) if it.extent > 1]
@@ -255,9 +296,10 @@ def _unit_stride(layout: TileLayout) -> int:
     return -(-span // 16) * 16
 
 
-def _shared_digits(layout: TileLayout, shape, region, copy_shape, gdims) -> tuple[Affine, list[_Digit]]:
+def _shared_digits(layout: TileLayout, shape, region, copy_shape, gdims,
+                   memo: LayoutMemo) -> tuple[Affine, list[_Digit]]:
     """The shared start offset (elements, before the swizzle) and the digits."""
-    grouped = group(layout, shape)
+    grouped = memo.group(layout, shape)
     offset = Affine()
     concrete = []
     for d, (start, count) in enumerate(region):
@@ -272,10 +314,8 @@ def _shared_digits(layout: TileLayout, shape, region, copy_shape, gdims) -> tupl
             )
         offset = offset + start * iters[0].stride
         concrete.append((0, count))
-    sliced = slice_region(layout, shape, concrete)
-    offset = offset + Affine(dict(sliced.offset).get("m", 0))
-    shard = [it for it in sliced.shard if it.extent > 1] or [Iter(1, 1)]
-    per_dim = group(TileLayout(shard), copy_shape)
+    m, per_dim = memo.sliced(layout, shape, tuple(concrete), copy_shape)
+    offset = offset + Affine(m)
     copied = [d for d, g in enumerate(gdims) if g.count > 1]
     digits = []
     for k, d in enumerate(copied):
@@ -502,6 +542,7 @@ def plan_tma(
     dtype: Union[str, DType],
     direction: str,
     oob_fill: str = "zero",
+    memo: Optional[LayoutMemo] = None,
 ) -> TmaPlan:
     """The TMA plan of a copy between `global_layout` over `global_shape`
     and `shared_layout` over `shared_shape` (None: row-major).  `region` is
@@ -510,7 +551,9 @@ def plan_tma(
     coordinates and offsets are affine in them.  The two regions' non-unit
     extents must be equal, in order.  `direction` is "g2s" or "s2g";
     `oob_fill` "zero" or "nan" (what a load past the tensor's edge reads).
-    A copy no descriptor can express raises a `TilecError` naming the rule."""
+    A copy no descriptor can express raises a `TilecError` naming the rule.
+    `memo` keeps what is worked out from the layouts for the next plan over
+    the same layout objects (see `LayoutMemo`)."""
     dt = dtype if isinstance(dtype, DType) else lookup_dtype(dtype)
     if direction not in ("g2s", "s2g"):
         raise ValueError(f"direction must be 'g2s' or 's2g', not {direction!r}")
@@ -524,7 +567,8 @@ def plan_tma(
     _memory_only(glayout, "global")
     _memory_only(slayout, "shared")
     mode = swizzle_mode(slayout.swizzle, dt)
-    slayout = records.evolve(slayout, swizzle=None)
+    memo = memo if memo is not None else LayoutMemo()
+    slayout = memo.unswizzled(slayout)
 
     g_region = _check_region(region[0], gshape, "global")
     s_region = _check_region(region[1], sshape, "shared")
@@ -536,8 +580,8 @@ def plan_tma(
         )
     if not copy_shape:
         raise TilecError(f"TMA moves boxes of at least {STRIDE_ALIGN} bytes; this region is one element")
-    gdims = _global_dims(glayout, gshape, g_region)
-    s_base, digits = _shared_digits(slayout, sshape, s_region, copy_shape, gdims)
+    gdims = _global_dims(glayout, gshape, g_region, memo)
+    s_base, digits = _shared_digits(slayout, sshape, s_region, copy_shape, gdims, memo)
     chain = _chain(digits, dt)
 
     first_limit = ATOM_BYTES[mode] // dt.bytes if mode else MAX_BOX
