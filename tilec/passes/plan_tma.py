@@ -44,7 +44,7 @@ from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.region import Region
 from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer, KernelSymbols
 from tilec.compiler.targets import Target
-from tilec.compiler.tma_planner import SMEM_ALIGN, TmaPlan, plan_tma
+from tilec.compiler.tma_planner import SMEM_ALIGN, LayoutMemo, TmaPlan, plan_tma
 from tilec.compiler.tile_op import TileOp
 from tilec.compiler.visit import NameGen
 
@@ -64,7 +64,7 @@ class PlanTma(Pass):
             # the tensor maps are the only new names: dispatch reads this analysis plus them
             ctx.analyses.carry(k, planned, module, ctx.target, tuple(planner.new))
             kernels.append(planned)
-        return attrs.evolve(module, kernels=tuple(kernels))
+        return visit.keep(module, kernels=tuple(kernels))
 
 
 class _KernelPlanner:
@@ -80,20 +80,25 @@ class _KernelPlanner:
         # plan depends on these alone (a buffer's name stands for its layout, shape and dtype: a
         # kernel defines a buffer name once)
         self.plans: dict = {}
+        self.layouts = LayoutMemo()  # what the plans work out from the buffers' layouts
+        self.params = frozenset(p.name for p in kernel.params)
         self.new: list = []
 
     def run(self) -> ir.Kernel:
-        body = self.block(self.kernel.body)
-        return attrs.evolve(self.kernel, body=tuple(self.new) + body)
+        body = self.block(self.kernel.body)  # (which adds the tensor maps to self.new)
+        return visit.keep(self.kernel, body=tuple(self.new) + body)
 
     def block(self, stmts) -> tuple:
-        return tuple(self.stmt(s) for s in stmts)
+        return tuple([self.stmt(s) for s in stmts])
 
     def stmt(self, s: ir.Stmt) -> ir.Stmt:
         if isinstance(s, ir.ExprStmt) and isinstance(s.expr, ir.Call) and tile_primitive(s.expr.func) == "copy_async":
             call = self.copy(s.expr)
             return s if call is s.expr else visit.evolve(s, expr=call)
-        return visit.keep(s, **{f: self.block(getattr(s, f)) for f in visit.block_fields(type(s))})
+        fields = visit.block_fields(type(s))
+        if not fields:  # (most statements hold no block)
+            return s
+        return visit.keep(s, **{f: self.block(getattr(s, f)) for f in fields})
 
     # ---- one copy -----------------------------------------------------
 
@@ -135,7 +140,7 @@ class _KernelPlanner:
             direction, (garg, gbuf), (sarg, sbuf) = "s2g", (dst, bdst), (src, bsrc)
         else:
             raise TilecError(f"TMA copies between global and shared memory, not from {bsrc.scope} to {bdst.scope}")
-        if gbuf.name not in {p.name for p in self.kernel.params}:
+        if gbuf.name not in self.params:
             raise TilecError(f"TMA reads and writes kernel parameters through their tensor maps; '{gbuf.name}' is a view")
         atoms: dict = {}
         region = (_region(garg, gbuf, atoms), _region(sarg, sbuf, atoms))
@@ -149,8 +154,8 @@ class _KernelPlanner:
             key = (gbuf.name, sbuf.name, tuple(region[0]), tuple(region[1]), direction, oob.value)
             plan = self.plans.get(key)
             if plan is None:
-                plan = self.plans[key] = plan_tma(
-                    gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob.value)
+                plan = self.plans[key] = plan_tma(gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region,
+                                                  gbuf.dtype, direction, oob.value, self.layouts)
         need = SMEM_ALIGN
         if slayout.swizzle is not None:
             need = max(need, slayout.swizzle.period * sbuf.elem_bytes)
@@ -174,7 +179,8 @@ class _KernelPlanner:
             proxy = runtime_dims.proxies(gbuf.shape, divisors, which)
             shape = tuple(proxy[e] if isinstance(e, str) else e for e in gbuf.shape)
             try:
-                plan = plan_tma(row_major(shape), shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob)
+                plan = plan_tma(row_major(shape), shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob,
+                                self.layouts)
             except TilecError as err:
                 stand_ins = ", ".join(f"{n} = {v}" for n, v in proxy.items())
                 raise TilecError(
