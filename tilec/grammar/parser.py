@@ -243,9 +243,10 @@ def check_printable(module: ir.Module) -> None:
     and measured, so this costs nothing on ordinary kernels."""
     from tilec.compiler.printer import print_stmt  # the printer is not needed to parse
 
+    known: dict = {}
     for kernel in module.kernels:
         for stmt in kernel.body:
-            if _ir_depth(stmt) * 3 < MAX_DEPTH:
+            if _ir_depth(stmt, _MEASURED_DEPTH, known) < _MEASURED_DEPTH:
                 continue
             text = "kernel k():\n" + print_stmt(stmt, 1) + "\n"
             try:
@@ -260,13 +261,37 @@ def check_printable(module: ir.Module) -> None:
                 ) from None
 
 
-def _ir_depth(node: ir.Node) -> int:
-    best, stack = 0, [(node, 1)]
-    while stack:
-        n, depth = stack.pop()
-        best = max(best, depth)
-        stack.extend((c, depth + 1) for c in visit.children(n))
-    return best
+_MEASURED_DEPTH = -(-MAX_DEPTH // 3)
+"""How deep a statement's IR must be for `check_printable` to print and
+measure it: a third of the limit."""
+
+
+def _ir_depth(node: ir.Node, room: int, known: dict) -> int:
+    """The depth of the IR under `node` (1 for a leaf), or `room` when it is
+    at least that deep: the walk goes no further than `room` levels down and
+    stops at the first path that long, so every statement costs a walk of
+    its shallow nodes only (the recursion, `room` deep at most, stays far
+    from Python's limit).  `known` keeps the depths found (id -> depth, for
+    nodes alive meanwhile): expand-inline puts one const's or argument's
+    expression object at each use, a subtree measured once."""
+    depth = known.get(id(node))
+    if depth is not None:
+        return min(depth, room)
+    deepest = 0
+    for child in visit.children(node):
+        if room == 1:
+            return room
+        below = 1 if type(child) in _LEAVES else _ir_depth(child, room - 1, known)
+        if below == room - 1:
+            return room
+        if below > deepest:
+            deepest = below
+    known[id(node)] = deepest + 1
+    return deepest + 1
+
+
+_LEAVES = ir.LITERALS | {ir.Name}
+"""Node classes that hold no node (most of a kernel's nodes): depth 1, no call."""
 
 
 def _eof(text: str):
