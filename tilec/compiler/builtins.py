@@ -37,6 +37,7 @@ the parameters after it keyword-only.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import Dict, Optional, Sequence, Tuple
 
@@ -70,13 +71,22 @@ class ParamSpec:
     def required(self) -> bool:
         return self.default is REQUIRED and not self.variadic
 
-    @property
+    @functools.cached_property
     def choices(self) -> Optional[Tuple]:
-        """The allowed values of an enumerated `int(..)`/`str(..)` parameter."""
+        """The allowed values of an enumerated `int(..)`/`str(..)` parameter
+        (worked out once per parameter: every call binding it asks)."""
         if self.arg is None or self.kind not in ("int", "str"):
             return None
         items = self.arg.split("|")
         return tuple(int(x) for x in items) if self.kind == "int" else tuple(items)
+
+    @functools.cached_property
+    def literal_checked(self) -> bool:
+        """Whether `Signature.bind` checks a literal argument of this
+        parameter (`_check_literal`): a string, bool or dtype, or one of
+        enumerated choices.  Most parameters take runtime operands, for
+        which there is nothing to check."""
+        return self.kind in ("str", "bool", "dtype") or self.choices is not None
 
     def __str__(self) -> str:
         text = ("*" if self.variadic else "") + f"{self.name}: {self.kind}"
@@ -143,22 +153,23 @@ class Signature:
         out.  Enumerated compile-time parameters are checked here when the
         argument is a literal."""
         bound: Dict[str, object] = {}
-        positional = [p for p in self.params if not p.keyword_only or p.variadic]
-        args = list(args)
+        positional = self._positional
+        n, i = len(args), 0
         for p in positional:
             if p.variadic:
-                bound[p.name] = tuple(args)
-                args = []
+                bound[p.name] = tuple(args[i:])
+                i = n
                 break
-            if not args:
+            if i == n:
                 break
-            bound[p.name] = args.pop(0)
-        if args:
+            bound[p.name] = args[i]
+            i += 1
+        if i < n:
             raise TilecError(
-                f"{what} takes at most {len(positional)} positional argument(s), got {len(positional) + len(args)}",
-                args[0].span or span,
+                f"{what} takes at most {len(positional)} positional argument(s), got {len(positional) + n - i}",
+                args[i].span or span,
             )
-        by_name = {p.name: p for p in self.params}
+        by_name = self._by_name
         for kw in kwargs:
             if kw.name is None:
                 raise TilecError(f"'**' arguments must be expanded before {what} is checked", kw.span or span)
@@ -172,13 +183,23 @@ class Signature:
             bound[p.name] = kw.value
         for p in self.params:
             if p.name in bound:
-                _check_literal(what, p, bound[p.name], span)
+                if p.literal_checked:
+                    _check_literal(what, p, bound[p.name], span)
             elif p.required:
                 raise TilecError(f"{what} is missing argument '{p.name}' (expected: {self})", span)
             else:
                 bound[p.name] = () if p.variadic else p.default
         return bound
 
+    # What `bind` reads of the parameters, worked out once per signature:
+    # every call of a builtin or intrinsic is bound, some several times.
+    @functools.cached_property
+    def _positional(self) -> tuple:
+        return tuple(p for p in self.params if not p.keyword_only or p.variadic)
+
+    @functools.cached_property
+    def _by_name(self) -> dict:
+        return {p.name: p for p in self.params}
 
     def literals(self, what: str, bound: Dict, span) -> Dict:
         """The compile-time arguments of a bound call as Python values (ints,
