@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from math import gcd
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from tilec.compiler import records
 from tilec.compiler import builtins, intrinsics, ir, visit
@@ -230,10 +230,14 @@ class _Typing:
         hit = self._type_memo.get(id(e))
         if hit is not None and hit[0] is e:
             return hit[1]
-        method = getattr(self, "_" + type(e).__name__, None)
-        if method is None:
-            raise TilecError(f"expected a value, found {type(e).__name__.lower()}", e.span)
-        t = method(e)
+        cls = type(e)
+        try:
+            typer = _TYPERS[cls]
+        except KeyError:
+            typer = _TYPERS[cls] = getattr(_Typing, "_" + cls.__name__, None)
+        if typer is None:
+            raise TilecError(f"expected a value, found {cls.__name__.lower()}", e.span)
+        t = typer(self, e)
         self._type_memo[id(e)] = (e, t)  # the node kept so that its id stays its own
         return t
 
@@ -601,6 +605,11 @@ def _describe(sym: Symbol) -> str:
         "loop_var": "loop variable",
         "meta": "meta value",
     }[sym.kind]
+
+
+_TYPERS: Dict[type, Optional[Callable]] = {}
+"""Node class -> the `_Typing` method typing it (`_Int`, `_Binary`...), or
+None for a class that is no value; looked up once per class."""
 
 
 def address_type(buf: Buffer, span) -> str:
@@ -1371,14 +1380,19 @@ class _Analyzer:
             self.syms.waits_grid_dependency = True
         if recurse:
             self.exprs(*e.args, *(k.value for k in e.kwargs))
-        if f in self.syms.helpers:
-            return
-        if builtins.tile_primitive(f) is not None:
-            if not statement:
-                raise TilecError(f"{f}(...) is a statement, not a value", e.span)
-            return
-        if intrinsics.is_intrinsic_name(f):
-            row = intrinsics.lookup(f, e.span)
+        # A known intrinsic first: most calls of a lowered kernel are (its name, dotted under
+        # ptx or cuda, is no helper's or tile primitive's).
+        row = intrinsics.INTRINSICS.get(f)
+        if row is None:
+            if f in self.syms.helpers:
+                return
+            if builtins.tile_primitive(f) is not None:
+                if not statement:
+                    raise TilecError(f"{f}(...) is a statement, not a value", e.span)
+                return
+            if intrinsics.is_intrinsic_name(f):
+                intrinsics.lookup(f, e.span)  # an unknown intrinsic: a located error
+        if row is not None:
             bound = self.syms.bound(e)
             if row.check is not None:
                 row.check(row.signature.literals(f, bound, e.span), e.span)
