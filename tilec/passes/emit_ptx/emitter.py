@@ -23,7 +23,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES
 from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.runtime_dims import ASSUME, SM_COUNT_PARAM
-from tilec.compiler.symbols import DYN_ARENA, Buffer, KernelSymbols, analyze_kernel
+from tilec.compiler.symbols import DYN_ARENA, Analyses, Buffer, KernelSymbols
 from tilec.compiler.value_types import VALUE_TYPES, assignable, value_type_of_dtype
 from tilec.compiler.targets import Target
 from tilec.passes.emit_ptx.addressing import Addressing
@@ -46,23 +46,27 @@ class EmitPTX(Pass):
 
     def apply(self, module: ir.Module, ctx: PassContext) -> ir.Module:
         ptx, meta = emit_module(module, ctx.target, debug_hangs=ctx.options.debug_hangs,
-                                line_info=ctx.options.line_info)
+                                line_info=ctx.options.line_info, analyses=ctx.analyses)
         ctx.artifacts["ptx"] = ptx
         ctx.artifacts["meta"] = meta
         return module
 
 
-def emit_module(module: ir.Module, target: Target, debug_hangs: bool = False, line_info: bool = False):
+def emit_module(module: ir.Module, target: Target, debug_hangs: bool = False, line_info: bool = False,
+                analyses: Optional[Analyses] = None):
     """(PTX text, kernel.json dict) for every kernel of a lowered module;
     `debug_hangs` bounds the mbarrier waits (see `debug_hangs.py`);
     `line_info` adds `.file`/`.loc` directives that map the instructions
-    back to the `.tile` statements they come from."""
+    back to the `.tile` statements they come from.  The kernels' analyses
+    come from `analyses` (the compile's: the verifier of `--verify-each`
+    has made them already) when given."""
+    analyses = analyses or Analyses()
     entries, metas = [], []
     uses_dyn = False
     hang_guard = HangGuard() if debug_hangs else None
     files: Optional[Dict[str, int]] = {} if line_info else None
     for k in module.kernels:
-        syms = analyze_kernel(k, module, target)
+        syms = analyses.of(k, module, target)
         emitter = KernelEmitter(syms, target, hang_guard, files)
         entries.append(emitter.emit())
         uses_dyn = uses_dyn or emitter.uses_dyn
