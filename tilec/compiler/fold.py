@@ -37,18 +37,18 @@ def fold(node: ir.Node, names: set | None = None) -> ir.Node:
     `names`, the names `node` mentions are added to it (every name the
     folded node mentions among them), found in the same traversal."""
     if names is None:
-        return prune(visit.transform(node, _fold_node, pure=True, only=_FOLDERS))
+        return prune(visit.transform(node, _fold_node, pure=True, only=_FOLDED))
 
     def fold_noting(n):
         if type(n) is ir.Name:
             names.add(n.id)
         return _fold_node(n)
 
-    return prune(visit.transform(node, fold_noting, pure=True, only=_FOLDERS))
+    return prune(visit.transform(node, fold_noting, pure=True, only=_FOLDED))
 
 
 def fold_expr(expr: ir.Expr) -> ir.Expr:
-    return visit.transform(expr, _fold_node, only=_FOLDERS)
+    return visit.transform(expr, _fold_node, only=_FOLDED)
 
 
 class Copies:
@@ -487,3 +487,6 @@ _FOLDERS = {
 """Node class -> what folds a node of it (a class not listed folds to
 itself).  The folder visits every node of every statement it folds; one
 lookup replaces a chain of isinstance tests."""
+
+_FOLDED = frozenset(_FOLDERS)
+"""The classes a fold rewrites (`visit.transform`'s `only`)."""

@@ -103,6 +103,40 @@ def walk(node: ir.Node) -> Iterator[ir.Node]:
                         push(item)
 
 
+def find_all(node: ir.Node, classes: frozenset) -> list:
+    """The nodes of `node` (itself included) whose class is in `classes`,
+    in `walk`'s pre-order.  What most walks are for -- a pass looking for
+    the calls or the names in an expression -- without a generator's resume
+    per node, and without a look at a child that has no children and is not
+    looked for (a literal; a name, unless names are: half of the nodes)."""
+    out = []
+    skip = _kept(classes)
+    stack = [node]
+    pop, push, getters = stack.pop, stack.append, _GETTERS
+    while stack:
+        n = pop()
+        cls = type(n)
+        if cls in classes:
+            out.append(n)
+        try:
+            getter = getters[cls]
+        except KeyError:
+            getter = _getter(cls)
+        if getter is None:
+            continue
+        for value in reversed(getter(n)):
+            t = type(value)
+            if t in skip:
+                continue
+            if t is tuple:
+                for item in reversed(value):
+                    if type(item) not in skip:
+                        push(item)
+            else:
+                push(value)
+    return out
+
+
 def statements(stmts: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:
     """Every statement of a block, nested blocks included, in `walk`'s
     (pre-)order, without entering an expression: no statement is inside
@@ -136,6 +170,32 @@ def block_fields(cls) -> tuple:
 _BLOCKS: dict = {}
 """Node class -> `block_fields(cls)`, asked of attrs once: most statements
 hold no block, and a walk of the statements looks at every one."""
+
+
+def expressions(s: ir.Stmt) -> list:
+    """The expressions statement `s` holds itself, not those of the
+    statements nested in it, in field order (tuples flattened, None
+    skipped).  Every statement class holds its expressions before its
+    blocks, so these and then the nested statements' are `walk`'s order."""
+    cls = type(s)
+    try:
+        getter = _OWN[cls]
+    except KeyError:
+        blocks = block_fields(cls)
+        getter = _OWN[cls] = tuple_getter(tuple(f for f in _child_fields(cls) if f not in blocks))
+    out = []
+    if getter is not None:
+        for value in getter(s):
+            if type(value) is tuple:
+                out += value
+            elif value is not None:
+                out.append(value)
+    return out
+
+
+_OWN: dict = {}
+"""Statement class -> a function returning the values of its fields that
+hold expressions (`expressions`), or None for a class without any."""
 
 
 def map_children(node: ir.Node, fn: Callable[[ir.Node], ir.Node], **also) -> ir.Node:
@@ -258,7 +318,7 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     rebuilt node keeps its own).  With `only` (a set of node classes), `fn`
     is called on nodes of those classes alone and keeps every other: most
     rewrites change a few kinds of node, and a call per node was a good part
-    of their time.
+    of their time (`only` is a frozenset: see `_kept`).
 
     With `pure=True` (`fn`'s result depends on the node alone: no fresh
     names, no outside state), each node object is rewritten once and its
@@ -330,24 +390,22 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
 
 
 def _kept(only) -> frozenset:
-    """The classes of the child values a `transform` with this `only` keeps
-    without a call: None's, and with `only`, the IR classes without
-    children that are not in it.  (A child field holds a node, a tuple of
-    nodes or None: `ir.py`'s annotations.)  Found once per `only` (each
-    caller passes a constant of its module); the `only` object is kept
-    with its entry, so its id stays its own."""
-    hit = _KEPT.get(id(only))
-    if hit is not None and hit[0] is only:
-        return hit[1]
-    kept = {type(None)}
-    if only is not None:
-        kept.update(cls for cls in _ir_classes() if not _child_fields(cls) and cls not in only)
-    _KEPT[id(only)] = (only, frozenset(kept))
-    return _KEPT[id(only)][1]
+    """The classes of the child values that a `transform` with `only` keeps,
+    and `find_all` looking for `only` passes over, without a look: None's,
+    and with `only`, the IR classes without children that are not in it.
+    (A child field holds a node, a tuple of nodes or None: `ir.py`'s
+    annotations.)  Found once per `only`, a frozenset (or None)."""
+    kept = _KEPT.get(only)
+    if kept is None:
+        kept = {type(None)}
+        if only is not None:
+            kept.update(cls for cls in _ir_classes() if not _child_fields(cls) and cls not in only)
+        kept = _KEPT[only] = frozenset(kept)
+    return kept
 
 
 _KEPT: dict = {}
-"""id(only) -> (only, `_kept(only)`)."""
+"""only -> `_kept(only)`."""
 
 
 def _ir_classes() -> list:

@@ -83,10 +83,9 @@ def _all_canonical(body: tuple, memo: dict) -> bool:
     look at every node, nothing rebuilt: most kernels are written (or
     expanded) in canonical form, and a rebuild of every statement to find
     that out cost several times the look."""
-    calls = _CALLS
     for s in body:
-        for node in visit.walk(s):
-            if type(node) in calls and node.kwargs and _layout_kwargs(node, memo) is not node:
+        for node in visit.find_all(s, _CALLS):
+            if node.kwargs and _layout_kwargs(node, memo) is not node:
                 return False
     return True
 

@@ -117,17 +117,15 @@ class _OwnCalls:
         hit = self.found.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        calls = [
-            node
-            for child in visit.children(s) if type(child) not in _NO_CALLS and not isinstance(child, ir.Stmt)
-            for node in visit.walk(child) if type(node) is ir.Call
-        ]
+        calls = [call for e in visit.expressions(s) if type(e) not in _NO_CALLS for call in visit.find_all(e, _CALL)]
         self.found[id(s)] = (s, calls)
         return calls
 
     def in_block(self, stmts) -> list:
         return [c for s in visit.statements(stmts) for c in self.of(s)]
 
+
+_CALL, _NAME, _INDEX = frozenset({ir.Call}), frozenset({ir.Name}), frozenset({ir.Index})
 
 _NO_CALLS = ir.LITERALS | {ir.Name}
 """Expression classes that hold no call (a statement's own expressions are
@@ -199,7 +197,7 @@ class _Pending:
     def names(self) -> frozenset:
         """The names the region mentions (found once: every assignment asks
         of every access still pending)."""
-        return frozenset(n.id for n in visit.walk(self.region) if type(n) is ir.Name)
+        return frozenset(n.id for n in visit.find_all(self.region, _NAME))
 
 
 _FIELDS = ("tma", "cp_async", "writes", "accumulators")
@@ -298,8 +296,8 @@ class _Flow:
         a read a finding (`read`), and mostly nothing is: no walk then."""
         if e is None or type(e) in _NO_CALLS or not (state.tma or state.cp_async or state.accumulators):
             return
-        for node in visit.walk(e):
-            if isinstance(node, ir.Index) and _buffer_name(node) in self.syms.buffers:
+        for node in visit.find_all(e, _INDEX):
+            if _buffer_name(node) in self.syms.buffers:
                 self.read(node, state, node.span)
 
     def read(self, operand: ir.Expr, state: _State, span, async_proxy: bool = False) -> None:

@@ -392,7 +392,7 @@ class _Expander:
         if value is None:
             raise TilecError(f"inline helper '{call.func}' returns no value (it has no 'return expr')", call.span)
         pre.extend(body)
-        assigned = {t.id for s in body for n in visit.walk(s) if isinstance(n, ir.Assign)
+        assigned = {t.id for n in visit.statements(body) if isinstance(n, ir.Assign)
                     for t in n.targets if isinstance(t, ir.Name)}
         return self._hold(value, call.func, pre, _buffers_bound(body) | (_names_in(value) - assigned))
 
@@ -521,6 +521,7 @@ class _Expander:
 
 _SUBSTITUTED = frozenset({ir.Name, ir.Call, ir.Method})  # the nodes `subst` may change
 _RENAMED = frozenset({ir.Name, ir.For})  # the nodes a helper's locals are renamed in
+_CALLS, _NAMES = frozenset({ir.Call}), frozenset({ir.Name})  # (what `visit.find_all` looks for)
 
 
 class _HelperCall(Exception):
@@ -532,12 +533,10 @@ _MEMORY_CALLS = frozenset({"alloc", "alloc_shared", "alloc_local", "decl_buffer"
 
 def _helper_call(expr: ir.Expr, env: dict) -> Optional[ir.Call]:
     """The first call of an inline helper in `expr` (pre-order), or None."""
-    Call = ir.Call
-    for n in visit.walk(expr):
-        if type(n) is Call:  # (IR classes have no subclasses)
-            b = env.get(n.func)
-            if b is not None and b.kind == "helper":
-                return n
+    for n in visit.find_all(expr, _CALLS):
+        b = env.get(n.func)
+        if b is not None and b.kind == "helper":
+            return n
     return None
 
 
@@ -555,18 +554,17 @@ def _constant_condition(cond: ir.Expr) -> Optional[ir.Bool]:
 
 
 def _names_in(e: ir.Expr) -> set:
-    return {n.id for n in visit.walk(e) if isinstance(n, ir.Name)}
+    return {n.id for n in visit.find_all(e, _NAMES)}
 
 
 def _buffers_bound(stmts) -> set:
     """Names the statements bind to buffers or pools (an alloc, a view)."""
     out = set()
-    for s in stmts:
-        for n in visit.walk(s):
-            if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Name):
-                v = n.value
-                if isinstance(v, ir.Method) or (isinstance(v, ir.Call) and v.func in _MEMORY_CALLS):
-                    out.add(n.targets[0].id)
+    for n in visit.statements(stmts):
+        if isinstance(n, ir.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ir.Name):
+            v = n.value
+            if isinstance(v, ir.Method) or (isinstance(v, ir.Call) and v.func in _MEMORY_CALLS):
+                out.add(n.targets[0].id)
     return out
 
 

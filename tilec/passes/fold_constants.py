@@ -38,6 +38,9 @@ class FoldConstants(Pass):
         return attrs.evolve(module, kernels=tuple(_decide_params(k, mentioned) for k in module.kernels))
 
 
+_NAME = frozenset({ir.Name})
+
+
 def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
     """`kernel` with its conditional parameters present or gone.
     `mentioned` holds every name the module mentions (when a kernel has a
@@ -61,8 +64,8 @@ def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
         absent.pop(p.name, None)
     if mentioned.isdisjoint(absent):
         return kernel
-    for node in visit.walk(kernel):
-        if isinstance(node, ir.Name) and node.id in absent:
+    for node in visit.find_all(kernel, _NAME):
+        if node.id in absent:
             p = absent[node.id]
             where = f" (at {p.cond.span})" if p.cond.span else ""
             raise TilecError(
@@ -74,7 +77,7 @@ def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
 
 
 def _not_constant(p: ir.Param) -> str:
-    names = sorted({n.id for n in visit.walk(p.cond) if isinstance(n, ir.Name)})
+    names = sorted({n.id for n in visit.find_all(p.cond, _NAME)})
     if names:
         return (
             f"the condition of parameter '{p.name}' must be known at compile time: "

@@ -59,6 +59,9 @@ class InferScope(Pass):
         return attrs.evolve(module, kernels=tuple(kernels))
 
 
+_NAME = frozenset({ir.Name})
+
+
 def _finest(*scopes: str) -> str:
     return min(scopes, key=_ORDER.index)
 
@@ -141,7 +144,7 @@ class _Kernel:
             return e.id in self.id_stride
         if kind in ir.LITERALS:
             return False
-        return any(type(n) is ir.Name and n.id in self.id_stride for n in visit.walk(e))
+        return any(n.id in self.id_stride for n in visit.find_all(e, _NAME))
 
     # -- operands ----------------------------------------------------------
 

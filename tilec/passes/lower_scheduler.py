@@ -214,16 +214,14 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set, dict]:
     assigns, calls = [], []
     taken = {p.name for p in k.params}
     mentions: dict = {}
-    Name, Call, Assign, For, Stmt = ir.Name, ir.Call, ir.Assign, ir.For, ir.Stmt
+    Name, Call, Assign, For = ir.Name, ir.Call, ir.Assign, ir.For
 
     def scan(node, names: set) -> None:
-        for n in visit.walk(node):  # IR classes have no subclasses: one class look per node
-            cls = type(n)
-            if cls is Name:
+        for n in visit.find_all(node, _NAMES_AND_CALLS):
+            if type(n) is Name:  # (IR classes have no subclasses)
                 names.add(n.id)
-            elif cls is Call:
-                if n.func == CONSTRUCTOR:
-                    calls.append(n)
+            elif n.func == CONSTRUCTOR:
+                calls.append(n)
 
     def statement(s) -> None:
         cls = type(s)
@@ -233,14 +231,13 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set, dict]:
         elif cls is For:
             taken.add(s.var)
         names = mentions[id(s)] = set()
+        for e in visit.expressions(s):  # (a statement's expressions come before its blocks: walk order)
+            scan(e, names)
         untaken = branch_not_taken(s)  # as written, unexpanded: not lowered, dropped by fold-constants
-        skip = {id(c) for c in getattr(s, untaken)} if untaken else ()
-        for child in visit.children(s):
-            if isinstance(child, Stmt):
-                if id(child) not in skip:
+        for field in visit.block_fields(cls):
+            if field != untaken:
+                for child in getattr(s, field):
                     statement(child)
-            else:
-                scan(child, names)
         taken.update(names)
 
     try:
@@ -262,6 +259,9 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set, dict]:
         if not any(node is c for c in found.values()):
             raise TilecError(f"{CONSTRUCTOR}(...) must be assigned to a name", node.span)
     return found, taken, mentions
+
+
+_NAMES_AND_CALLS, _NAME = frozenset({ir.Name, ir.Call}), frozenset({ir.Name})
 
 
 def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler:
@@ -337,7 +337,7 @@ class _Lowering:
                 if value and field != untaken:
                     changes[field] = self.block(value)
         if self.mentions[id(s)].isdisjoint(self.schedulers):
-            return [visit.evolve(s, **changes) if changes else s]
+            return [visit.keep(s, **changes)]
         return [visit.map_children(s, self._part, **changes)]
 
     def _part(self, node: ir.Node) -> ir.Node:
@@ -346,9 +346,9 @@ class _Lowering:
         nothing to refuse); its nested statements are lowered by `block`."""
         if isinstance(node, ir.Stmt):
             return node
-        schedulers, Name = self.schedulers, ir.Name
-        for n in visit.walk(node):
-            if type(n) is Name and n.id in schedulers:
+        schedulers = self.schedulers
+        for n in visit.find_all(node, _NAME):
+            if n.id in schedulers:
                 return self.expr(node)
         return node
 
