@@ -73,3 +73,18 @@ def _post_order(node):
         yield from _post_order(child)
     yield node
 
+
+@settings(max_examples=200, deadline=None)
+@given(strategies.modules())
+def test_identifiers_are_every_name_the_walk_meets(module):
+    expected = set()
+    for n in visit.walk(module):
+        if isinstance(n, ir.Name):
+            expected.add(n.id)
+        elif isinstance(n, ir.For):
+            expected.add(n.var)
+        elif isinstance(n, (ir.Param, ir.Meta, ir.InlineDef, ir.TensorMap)):
+            expected.add(n.name)
+            if isinstance(n, ir.InlineDef):
+                expected.update(n.params)
+    assert visit.identifiers(module) == expected

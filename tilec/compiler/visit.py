@@ -415,6 +415,9 @@ def _ir_classes() -> list:
             if isinstance(cls, type) and issubclass(cls, ir.Node) and not cls.__subclasses__()]
 
 
+_NAMES = frozenset({ir.Name})
+
+
 def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None,
                 skipped: list | None = None) -> set:
     """Every name that occurs in `node`: referenced, bound or declared.
@@ -431,7 +434,7 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     if module is not None:
         names.update(c.name for c in module.consts)
         names.update(h.name for h in module.helpers)
-    Name, For, InlineDef, Node = ir.Name, ir.For, ir.InlineDef, ir.Node
+    Name, For, InlineDef = ir.Name, ir.For, ir.InlineDef
     declared = {ir.Param, ir.Meta, InlineDef, ir.TensorMap}
     getters = _GETTERS
     add = names.add
@@ -443,21 +446,20 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     # the same at each, so a node with children is entered once (`seen`);
     # names are taken from the children directly rather than pushed, and
     # leaves without a name (the literals, half of the nodes) not pushed.
-    leaves = ir.LITERALS
+    skip = _kept(_NAMES)  # None and the literals
     seen = set()
     see = seen.add
+    if type(node) is Name:
+        return {*names, node.id}
     stack = [node]
     pop, push = stack.pop, stack.append
     while stack:
         n = pop()
-        cls = type(n)
-        if cls is Name:
-            add(n.id)
-            continue  # (a leaf)
         key = id(n)
         if key in seen:
             continue
         see(key)
+        cls = type(n)
         if cls is For:
             add(n.var)
         elif cls in declared:
@@ -475,18 +477,18 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
         if getter is None:
             continue
         for value in getter(n):
-            if isinstance(value, Node):
-                if type(value) is Name:
-                    add(value.id)
-                elif type(value) not in leaves:
-                    push(value)
-            elif isinstance(value, tuple):
+            t = type(value)
+            if t is Name:
+                add(value.id)
+            elif t is tuple:
                 for item in value:
-                    if isinstance(item, Node):
-                        if type(item) is Name:
-                            add(item.id)
-                        elif type(item) not in leaves:
-                            push(item)
+                    t = type(item)
+                    if t is Name:
+                        add(item.id)
+                    elif t not in skip:
+                        push(item)
+            elif t not in skip:
+                push(value)
     return names
 
 
