@@ -200,6 +200,12 @@ def test_shared_region_slice_is_an_offset():
     plan = check(None, (256, 256), layout, (4, 64, 64), [("r", 32), (64, 64)], s_region, "f16",
                  [{"r": 0}, {"r": 100}])
     assert plan.issues[0].smem_offset == Affine(2 * 64 * 64 + 32 * 64)
+    # a stage dim of two iterators (stage 2a + b at a * 1024 + b * 2048) is sliced at the start
+    layout = make((2, 2, 16, 64), (1024, 2048, 64, 1))
+    for stage in range(4):
+        plan = check(None, (256, 256), layout, (4, 16, 64), [("r", 16), (64, 64)], [(stage, 1), (0, 16), (0, 64)],
+                     "f16", [{"r": 0}, {"r": 100}])
+        assert plan.issues[0].smem_offset == Affine(stage // 2 * 1024 + stage % 2 * 2048)
 
 
 @pytest.mark.parametrize("rank", [3, 4, 5])

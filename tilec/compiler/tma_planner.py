@@ -298,15 +298,20 @@ def _unit_stride(layout: TileLayout) -> int:
 
 def _shared_digits(layout: TileLayout, shape, region, copy_shape, gdims,
                    memo: LayoutMemo) -> tuple[Affine, list[_Digit]]:
-    """The shared start offset (elements, before the swizzle) and the digits."""
+    """The shared start offset (elements, before the swizzle) and the digits.
+
+    A start on a dim of one iterator moves the tile by start * stride: a
+    runtime start must be read so (it cannot be sliced at), and a constant
+    one on a unit dim is, so that the copies of one stage or buffer of
+    another (`Dsmem[c, b, :, :]`) are one slice of the layout."""
     grouped = memo.group(layout, shape)
     offset = Affine()
     concrete = []
     for d, (start, count) in enumerate(region):
-        if start.is_const:
+        iters = [it for it in grouped.dim(d) if it.extent > 1]
+        if start.is_const and (count > 1 or len(iters) != 1):
             concrete.append((start.const, count))
             continue
-        iters = [it for it in grouped.dim(d) if it.extent > 1]
         if len(iters) != 1:
             raise TilecError(
                 f"a runtime start ({start}) on dim {d} of the shared buffer needs one stride on that dim, "
