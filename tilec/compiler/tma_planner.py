@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import itertools
 from math import prod
-from typing import Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence, Union
 
 from tilec.compiler import records
 from tilec.compiler.affine import Affine
@@ -370,8 +370,10 @@ class _Dim:
     steps: tuple[int, ...]  # coordinate step per issue axis
 
 
-def _divisors_desc(n: int) -> list[int]:
-    return [a for a in range(n, 0, -1) if n % a == 0]
+def _divisors_desc(n: int) -> Iterator[int]:
+    """The divisors of `n`, largest first, each found when asked for (the
+    first usually serves)."""
+    return (a for a in range(n, 0, -1) if n % a == 0)
 
 
 def _cut(pieces: list[_Digit], first_limit: int) -> list[_Digit]:
@@ -381,7 +383,7 @@ def _cut(pieces: list[_Digit], first_limit: int) -> list[_Digit]:
     for piece in pieces:
         while piece.extent > 1:
             limit = first_limit if not out else MAX_BOX
-            size = next(a for a in _divisors_desc(piece.extent) if a <= limit)
+            size = next(a for a in range(min(piece.extent, limit), 0, -1) if piece.extent % a == 0)
             if size == 1:
                 raise _Broken(f"a box run of {piece.extent} elements cannot be cut into segments of at most {limit}")
             out.append(piece.inner(size))
@@ -518,12 +520,17 @@ def _validate(dims: list[_Dim], elem: int, copy_elem: int, mode: int) -> None:
             raise _Broken(f"the global stride of descriptor dim {j} is {stride} bytes, not below 2^40")
 
 
+def _moved(a: Affine, k: int) -> Affine:
+    """`a + k`; `a` itself for the first issue (every step 0)."""
+    return a + k if k else a
+
+
 def _issues(dims: list[_Dim], axes: list[_Digit], base: Affine, elem: int) -> tuple[TmaIssue, ...]:
     """Every issue, the issue axes row-major (the last axis fastest)."""
     issues = []
     for index in itertools.product(*(range(a.extent) for a in axes)):
-        coords = tuple(d.base + Affine(sum(s * k for s, k in zip(d.steps, index))) for d in dims)
-        offset = base + Affine(sum(a.sstride * k for a, k in zip(axes, index)))
+        coords = tuple(_moved(d.base, sum(s * k for s, k in zip(d.steps, index))) for d in dims)
+        offset = _moved(base, sum(a.sstride * k for a, k in zip(axes, index)))
         if not (offset * elem).divisible_by(SMEM_ALIGN):
             raise _Broken(
                 f"issue {len(issues)} starts {offset} elements into the shared buffer, which is not "
