@@ -143,8 +143,11 @@ def roll_rows(ctx: DispatchContext, rows: list, build, span, shortest: int = 3) 
     `first + var * step` where its integer changes (an expression) and the
     integer where it does not, as `roll` would rewrite the run's first
     statement."""
-    kinds = [kind for kind, _ in rows]
     ints = [values for _, values in rows]
+    if not _may_run([values[:2] for values in ints], shortest):
+        # (a run's first two integers step evenly too: where none do, there is none, and the rest goes unread)
+        return [build(kind, values) for kind, values in rows]
+    kinds = [kind for kind, _ in rows]
     out = []
     for i, j, step in _runs(kinds, ints, shortest):
         if step is None:

@@ -73,23 +73,21 @@ def lower(op, ctx):
         rest = pairs[len(pairs) - len(pairs) % 2:]
     rows += [("convert", cd + cs) for cd, cs in rest]
     nd, ns = len(dst.buffer.shape), len(src.buffer.shape)
-    registers = {b.name: register_elements(b, span) for b in (dst.buffer, src.buffer)}
+    registers = register_elements(dst.buffer, span), register_elements(src.buffer, span)
 
-    def element(buf, values, fixed: bool):
-        if fixed:
-            return registers[buf.name](values)
-        # in a rolled loop's body: an index that moves with the loop variable
-        return ir.Index(ir.Name(buf.name, span=span),
-                        tuple(ir.Int(v, span=span) if isinstance(v, int) else v for v in values), span=span)
+    def moving(buf):
+        """Elements of `buf` in a rolled loop's body: indices that move with the loop variable."""
+        name = ir.Name(buf.name, span=span)
+        return lambda values: ir.Index(
+            name, tuple(ir.Int(v, span=span) if isinstance(v, int) else v for v in values), span=span)
 
     def build(kind, values):
-        fixed = all(type(v) is int for v in values)
+        d, s = registers if all(type(v) is int for v in values) else (moving(dst.buffer), moving(src.buffer))
         if kind == "convert":
-            d, s = element(dst.buffer, values[:nd], fixed), element(src.buffer, values[nd:], fixed)
-            value = s if dst.dtype == src.dtype else ir.Call("convert", (s, ir.DTypeLit(dst.dtype, span=span)), span=span)
-            return assign(d, value, span)
-        d0, d1 = element(dst.buffer, values[:nd], fixed), element(dst.buffer, values[nd:2 * nd], fixed)
-        s0, s1 = element(src.buffer, values[2 * nd:2 * nd + ns], fixed), element(src.buffer, values[2 * nd + ns:], fixed)
-        return ir.ExprStmt(ir.Call(kind, (d0, d1, s0, s1), span=span), span=span)
+            d0, s0 = d(values[:nd]), s(values[nd:])
+            value = s0 if dst.dtype == src.dtype else ir.Call("convert", (s0, ir.DTypeLit(dst.dtype, span=span)), span=span)
+            return assign(d0, value, span)
+        args = d(values[:nd]), d(values[nd:2 * nd]), s(values[2 * nd:2 * nd + ns]), s(values[2 * nd + ns:])
+        return ir.ExprStmt(ir.Call(kind, args, span=span), span=span)
 
     return guarded(st.guard(threads, axis_exprs(st, threads)), roll_rows(ctx, rows, build, span))
