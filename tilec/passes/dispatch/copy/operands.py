@@ -19,7 +19,7 @@ def copy_operands(op, ctx) -> tuple:
     (`last_call`): each predicate of each copy variant asks, then the
     lowering."""
     args = bind(op)
-    oob = oob_fill(op)
+    oob = oob_fill(op, args)
     dst = region(args["dst"], ctx.symbols, "the destination of copy")
     src = region(args["src"], ctx.symbols, "the source of copy", past_end=oob is not None)
     if oob is not None and (src.scope != "global" or not dst.is_local):
@@ -36,7 +36,7 @@ def copy_operands(op, ctx) -> tuple:
     return dst, src
 
 
-def oob_fill(op) -> str | None:
-    """The copy's `oob=` ("zero" or "any"), or None when its source must lie in its buffer."""
-    args = bind(op)
-    return SIGNATURES["copy"].literals(op.call.func, args, op.span)["oob"]
+def oob_fill(op, args=None) -> str | None:
+    """The copy's `oob=` ("zero" or "any"), or None when its source must lie
+    in its buffer; `args` the call's arguments when bound already."""
+    return SIGNATURES["copy"].literals(op.call.func, bind(op) if args is None else args, op.span)["oob"]
