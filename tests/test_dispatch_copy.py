@@ -319,6 +319,22 @@ kernel k(A: f32[16, 8], B: f32[16, 8]):
     np.testing.assert_array_equal(b, a)
 
 
+def test_a_register_layout_with_two_elements_in_one_register_is_declined():
+    """Each register holds one element: a layout whose memory iterators
+    overlap (two strides of 1 along m) is not a register array."""
+    text = """
+kernel k(A: f32[16, 8]):
+    cta_id([1])
+    lane = lane_id([32])
+    E_f = alloc((16, 8), f32, scope="local", layout=S[(2, 8, 4, 2) : (1, 4@laneid, 1@laneid, 1)])
+    warp.copy(E_f, A)
+"""
+    with pytest.raises(TilecError) as err:
+        compile_source(text, "k.tile")
+    assert row(err.value, "ldst") == (
+        "declined: register buffer 'E_f' keeps two elements in one register (S[(2, 32, 2) : (1, 1@laneid, 1)])")
+
+
 def test_a_sub_region_of_a_fragment():
     """Rows 8..15 of the accumulator: the registers of slots 2 and 3."""
     text = f"""

@@ -219,17 +219,19 @@ def _storage(buf: Buffer, threads: Threads, replicated: bool) -> Storage:
     size = storage_size(layout)
     if size > MAX_REGISTER_SLOTS:
         raise Decline(f"register buffer '{buf.name}' spans {size} storage slots per thread ({layout})")
+    # each element of thread 0, the memory iterators' digits in product order (the last fastest): its
+    # offset on m and its coordinate, built one iterator at a time rather than summed per element
+    ms, coords = [offset_m], [(0,) * len(buf.shape)]
+    for stride, extent, d, inner in mem:
+        ms = [m + k * stride for m in ms for k in range(extent)]
+        coords = [c[:d] + (c[d] + k * inner,) + c[d + 1:] for c in coords for k in range(extent)]
+    if layout.swizzle is not None:
+        ms = [layout.swizzle(m) for m in ms]
     slots = [None] * size
-    for digits in itertools.product(*(range(e) for _, e, _, _ in mem)):
-        m = offset_m + sum(dg * st for dg, (st, _, _, _) in zip(digits, mem))
-        if layout.swizzle is not None:
-            m = layout.swizzle(m)
-        coord = [0] * len(buf.shape)
-        for dg, (_, _, d, inner) in zip(digits, mem):
-            coord[d] += dg * inner
+    for m, coord in zip(ms, coords):
         if slots[m] is not None:
             raise Decline(f"register buffer '{buf.name}' keeps two elements in one register ({layout})")
-        slots[m] = tuple(coord)
+        slots[m] = coord
     return Storage(buf, tuple(slots), tuple(terms), tuple(used), scope, tuple(copies))
 
 
