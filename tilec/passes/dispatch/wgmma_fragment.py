@@ -7,12 +7,13 @@ stmatrix by the same map.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 from tilec.compiler import ir
 from tilec.compiler.layout_axes import LayoutError
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
+from tilec.passes.dispatch.build import built_at
 from tilec.passes.dispatch.register_storage import Storage, register_elements, storage
 from tilec.passes.dispatch.threads import Threads, narrowing_guard
 from tilec.passes.dispatch.registry import Decline, DispatchContext, TileOp, predicate
@@ -54,7 +55,7 @@ def fragment_coord(t: int, i: int, per: int = 2) -> tuple:
 
 
 def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, span: Optional[ir.Span],
-                      per: int = 2, packed: bool = False) -> List[List[ir.Index]]:
+                      per: int = 2, packed: bool = False) -> tuple:
     """Per 64 x n tile (its (row, col) origin in the region), the n/2 elements
     of `r`'s register buffer that are the fragment's values 0..n/2-1, as
     constant-indexed elements (the coordinates thread 0 holds; the register
@@ -63,7 +64,9 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, spa
     wgmma writes as f16x2 pairs): values 2i and 2i + 1 must also be in
     consecutive storage slots from an even one, the halves of one packed
     register.  The elements are built at `span`, the call's
-    (`register_element`)."""
+    (`register_element`), once per span and fragment in a kernel
+    (`build.built_at`): an epilogue's stores of each column block name the
+    same fragment, from one inlined helper."""
     starts = r.const_starts()
     if starts is None:
         raise Decline(f"{what} '{r.name}' must be indexed at compile-time positions")
@@ -82,8 +85,18 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, spa
     coords = st.answers.get(key)
     if coords is None:
         coords = st.answers[key] = _fragment_coords(r, st, starts, tiles, n, what, per, packed)
-    element = register_elements(r.buffer, span)
-    return [[element(c) for c in tile] for tile in coords]
+    if span is None:
+        return _elements(coords, register_elements(r.buffer, span))
+    made = built_at(span).made
+    key = ("fragment", id(coords))  # (`coords` is kept in st.answers: its id stays its)
+    found = made.get(key)
+    if found is None:
+        found = made[key] = _elements(coords, register_elements(r.buffer, span))
+    return found
+
+
+def _elements(coords: tuple, element) -> tuple:
+    return tuple(tuple([element(c) for c in tile]) for tile in coords)
 
 
 def _fragment_coords(r: Region, st: Storage, starts: tuple, tiles, n: int, what: str, per: int,
