@@ -32,7 +32,7 @@ from tilec.compiler.printer import print_expr
 from tilec.compiler.swizzle import ATOM_BYTES, swizzle_mode
 from tilec.compiler.symbols import ARENA_ALIGN, DYN_ARENA, Buffer
 from tilec.compiler.region import Region
-from tilec.passes.dispatch.build import add, mul
+from tilec.passes.dispatch.build import add, located, mul
 from tilec.passes.dispatch.vectors import Divisors
 from tilec.passes.dispatch.placement import Placed, place
 
@@ -85,14 +85,15 @@ class SharedMatrix:
     starts: Dict[tuple, int]
     dynamic: Optional[ir.Expr]
 
-    def descriptor(self) -> ir.Expr:
+    def descriptor(self, span: Optional[ir.Span] = None) -> ir.Expr:
         """The descriptor of the buffer's first element, moved by the
-        region's run-time start."""
-        zeros = ir.ListExpr(tuple(ir.Int(0) for _ in self.buffer.shape))
-        base = ir.Method(ir.Name(self.buffer.name), "ptr_to", (zeros,))
-        args = (base, ir.Int(self.ldo), ir.Int(self.sdo), ir.Int(self.swizzle))
-        call = ir.Call(f"ptx.{self.family}.encode_matrix_descriptor", args)
-        return call if self.dynamic is None else ir.Binary("+", call, self.dynamic)
+        region's run-time start; built at `span` when given, of parts
+        placed there (`located` then keeps it as it is)."""
+        zeros = ir.ListExpr(tuple(ir.Int(0, span=span) for _ in self.buffer.shape), span=span)
+        base = ir.Method(ir.Name(self.buffer.name, span=span), "ptr_to", (zeros,), span=span)
+        args = (base, ir.Int(self.ldo, span=span), ir.Int(self.sdo, span=span), ir.Int(self.swizzle, span=span))
+        call = ir.Call(f"ptx.{self.family}.encode_matrix_descriptor", args, span=span)
+        return call if self.dynamic is None else ir.Binary("+", call, located(self.dynamic, span), span=span)
 
     def operand(self, desc: str, tile: tuple, span: Optional[ir.Span] = None) -> ir.Expr:
         """`desc` (holding `descriptor()`) moved to the tile at `tile`: `desc

@@ -277,9 +277,9 @@ def lower(op: TileOp, ctx: DispatchContext) -> List[ir.Stmt]:
         a = shared_operand(o.A, o.trans_a, [(MMA_M * i, k_inst * kk) for i in range(m_tiles) for kk in range(k_steps)],
                            (MMA_M, k_inst), divisors, "A")
         a_desc = ctx.fresh("wgmma_desc_a")
-        stmts.append(_assign(a_desc, a.descriptor(), span))
+        stmts.append(_assign(a_desc, a.descriptor(span), span))
     b_desc = ctx.fresh("wgmma_desc_b")
-    stmts.append(_assign(b_desc, b.descriptor(), span))
+    stmts.append(_assign(b_desc, b.descriptor(span), span))
     scale = o.accum
     if not isinstance(scale, ir.Bool):
         name = ctx.fresh("wgmma_accum")
