@@ -31,6 +31,7 @@ from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.dtypes import DTYPES, dtype as lookup_dtype
 from tilec.compiler.layout import TileLayout, cosize, row_major
 from tilec.compiler.layout_ir import to_layout
+from tilec.compiler.layout_shape import Grouped, group
 from tilec.compiler.math_fns import FLOATS as MATH_FLOATS, MATH, result_type as math_result_type
 from tilec.compiler import runtime_dims
 from tilec.compiler.runtime_dims import Dim
@@ -140,6 +141,14 @@ class Buffer:
             return row_major(self.shape) if self.layout is None else to_layout(self.layout, self.shape)
         except TilecError as err:
             raise err.with_span((self.layout is not None and self.layout.span) or self.span)
+
+    @functools.cached_property
+    def grouped(self) -> Grouped:
+        """`tile_layout` grouped by the buffer's shape (each dim's iterators,
+        `layout_shape.group`), computed once per buffer: dispatch reads it
+        for each call naming the buffer.  It cannot fail where
+        `tile_layout` did not, which grouped the layout by the same shape."""
+        return group(self.tile_layout, self.shape)
 
     @property
     def is_root(self) -> bool:

@@ -21,8 +21,6 @@ from typing import Dict, List, Optional, Sequence
 from tilec.compiler import records
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout import TileLayout, fuse_contiguous
-from tilec.compiler.layout_axes import LayoutError
-from tilec.compiler.layout_shape import group
 from tilec.compiler.printer import print_expr
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.build import const
@@ -119,10 +117,7 @@ def place(r: Region, axes: Sequence[str], what: str, divisors: Optional[Divisors
             raise TilecError(
                 f"the layout of {name} places elements on {it.axis}; it needs {' and '.join(axes)} ({layout})"
             )
-    try:
-        grouped = group(records.evolve(layout, swizzle=None, replica=(), offset=()), buf.shape)
-    except LayoutError as err:
-        raise TilecError(f"{name}: {err.message}") from None
+    grouped = buf.grouped
     base = {a: v for a, v in layout.offset if a in axes}
     dims, tables, dynamic = [], [], {}
     for d, (start, extent) in enumerate(zip(r.starts, r.extents)):

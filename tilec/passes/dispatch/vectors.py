@@ -10,7 +10,6 @@ from typing import Dict, Optional, Sequence
 from tilec.compiler import ir
 from tilec.compiler.divisors import known_divisor
 from tilec.compiler.layout import fuse_contiguous
-from tilec.compiler.layout_shape import group
 from tilec.compiler.region import Region
 from tilec.passes.dispatch.build import add, floordiv, mod, mul
 from tilec.passes.dispatch.per_kernel import last_kernel, statements
@@ -87,7 +86,7 @@ def vector_ok(r: Region, v: int, divisors: Divisors) -> bool:
     if buf.runtime_dims:
         return _runtime_vector_ok(r, v, divisors)
     layout = buf.tile_layout
-    g = group(layout, buf.shape)
+    g = buf.grouped
     dims = [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
     inner = dims[last][-1] if dims[last] else None
     if inner is None or inner.axis != "m" or inner.stride != 1 or inner.extent % v:
