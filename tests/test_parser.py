@@ -542,3 +542,22 @@ def test_layout_heads_as_keyword_argument_names():
     m = parse("kernel k():\n    a += a(R=(), S=1, SW=2, O=3)\n")
     assert [k.name for k in m.kernels[0].body[0].value.kwargs] == ["R", "S", "SW", "O"]
     assert parse(print_module(m)) == m
+
+
+def test_ir_depth_stops_at_its_room_and_measures_a_shared_subtree_once():
+    """check_printable measures each statement no deeper than the depth that
+    decides whether it is printed, and a subtree shared by many uses once: a
+    chain of 200 sums each adding the last to itself (2**200 paths) is
+    measured at once, capped or exact."""
+    from tilec.grammar.parser import _ir_depth
+
+    e = ir.Name("x")
+    for i in range(200):
+        e = ir.Binary("+", e, e) if i % 3 else ir.Binary("*", ir.Int(3), e)
+        assert _ir_depth(e, 34, {}) == min(i + 2, 34)
+    assert _ir_depth(e, 500, {}) == 201
+    # an unshared tree: the deepest path counts, wherever it is
+    value = ir.Binary("+", ir.Int(1), ir.Binary("*", ir.Name("a"), ir.Unary("-", ir.Name("b"))))
+    stmt = ir.Assign((ir.Name("y"),), value)
+    assert _ir_depth(stmt, 34, {}) == 5
+    assert _ir_depth(stmt, 3, {}) == 3
