@@ -273,7 +273,7 @@ class Addressing:
         elements: the launch refuses a larger one)."""
         wide = False
         for i in indices:  # (a constant index's type is its literal's: no node to type)
-            wide = (literal_type(i.value) if type(i) is ir.Int else self.syms.type_of(i)) in ("i64", "u64")
+            wide = (literal_type(i.value) if type(i) is ir.Int else self.shape_type(i)) in ("i64", "u64")
             if wide:
                 break
         if wide:

@@ -66,12 +66,13 @@ class Replays:
     """One kernel's recordings and expression shapes: `recordings` key ->
     Recording or a marker (`Replay.replayed`); `memo` id(node) -> (the node,
     its shape id or None), `ids` a shape's key -> its id, `names` shape id
-    -> the names it reads (`Replay.shape`)."""
+    -> the names it reads (`Replay.shape`), `types` shape id -> the value
+    type of its expressions (`Replay.shape_type`)."""
 
-    __slots__ = ("recordings", "memo", "ids", "names")
+    __slots__ = ("recordings", "memo", "ids", "names", "types")
 
     def __init__(self):
-        self.recordings, self.memo, self.ids, self.names = {}, {}, {}, []
+        self.recordings, self.memo, self.ids, self.names, self.types = {}, {}, {}, [], {}
 
 
 def signature(op: Operand) -> tuple:
@@ -81,8 +82,9 @@ def signature(op: Operand) -> tuple:
 
 
 class Replay:
-    """Mixed into `KernelEmitter`; uses `lines`, `regs`, `visible`, `locate`,
-    `location` and `located`, and keeps its state in `replays` (`Replays`)."""
+    """Mixed into `KernelEmitter`; uses `lines`, `regs`, `visible`, `syms`,
+    `locate`, `location` and `located`, and keeps its state in `replays`
+    (`Replays`)."""
 
     def replayed(self, key, params: Sequence[Operand], emit: Callable[[], tuple]) -> tuple:
         """`emit()` (a tuple of operands and ints), or its recording for `key`
@@ -175,6 +177,22 @@ class Replay:
             if op.is_reg:
                 params.append(op)
         return tuple(key), params
+
+    def shape_type(self, e: ir.Expr) -> str:
+        """`syms.type_of(e)`, kept per shape: the type of an expression of
+        names, constants and operators follows from its shape (a name has
+        one type in a kernel, an int literal's type depends on its value),
+        and an unrolled kernel asks for the type of the same index
+        expression, a new node each time, at every element it addresses
+        (the analysis types each new node again, operand by operand)."""
+        sid = self.shape(e)
+        if sid is None:
+            return self.syms.type_of(e)
+        types = self.replays.types
+        t = types.get(sid)
+        if t is None:
+            t = types[sid] = self.syms.type_of(e)
+        return t
 
     def shape(self, e: ir.Expr) -> Optional[int]:
         """A number for `e`'s structure (spans aside; names by name), the same
