@@ -57,6 +57,10 @@ RUNTIME_KINDS = frozenset("index element value pred shared_addr generic_addr mem
 """Kinds whose arguments are evaluated when the kernel runs (the rest are
 compile-time and must be literals by the time the emitter sees them)."""
 
+NOT_LITERAL_KINDS = RUNTIME_KINDS | {"layout", "buffer", "expr"}
+"""Kinds whose arguments `Signature.literals` leaves out: the runtime ones,
+and those the row reads as expressions (a layout, a buffer, any expression)."""
+
 
 @records.frozen
 class ParamSpec:
@@ -208,7 +212,7 @@ class Signature:
         fold pass should have made it one."""
         out = {}
         for p in self.params:
-            if p.kind in RUNTIME_KINDS or p.kind in ("layout", "buffer", "expr"):
+            if p.kind in NOT_LITERAL_KINDS:
                 continue
             arg = bound[p.name]
             if p.variadic:

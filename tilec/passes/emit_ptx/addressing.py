@@ -436,20 +436,34 @@ class Addressing:
             self.index_refs[id(e)] = (e, ref, typed)
         return ref
 
+    def _kept_read(self, e: ir.Index) -> Optional[tuple]:
+        """(e, Ref, read type) of a register-array element that `element_ref`
+        has read before (by this node or another at the same constant
+        indices: every instruction of a lowered epilogue reads accumulator
+        elements by nodes of its own), else None; nothing is computed."""
+        hit = self.index_refs.get(id(e))
+        if hit is not None and hit[0] is e and hit[2]:
+            return hit
+        key = _element_key(e)
+        kept = self.register_refs.get(key) if key is not None else None
+        if kept is not None and kept[1]:
+            hit = self.index_refs[id(e)] = (e, *kept)
+            return hit
+        return None
+
+    def kept_register(self, e: ir.Index) -> Optional[tuple]:
+        """(register, read type) of an element `_kept_read` knows, when it
+        lives in a register (not half of a packed word), else None."""
+        hit = self._kept_read(e)
+        return (hit[1].reg, hit[2]) if hit is not None and hit[1].reg is not None else None
+
     def read_type(self, e: ir.Expr) -> str:
-        """`type_of(e)`; for a register-array element read before (at the
-        same constant indices, by this node or another), the type its read
-        gave, kept with its `Ref` (`element_ref`): every instruction of a
-        lowered epilogue reads accumulator elements by nodes of its own."""
+        """`type_of(e)`; for a register-array element read before, the type
+        its read gave (`_kept_read`)."""
         if type(e) is ir.Index:
-            hit = self.index_refs.get(id(e))
-            if hit is not None and hit[0] is e and hit[2]:
+            hit = self._kept_read(e)
+            if hit is not None:
                 return hit[2]
-            key = _element_key(e)
-            kept = self.register_refs.get(key) if key is not None else None
-            if kept is not None and kept[1]:
-                self.index_refs[id(e)] = (e, *kept)
-                return kept[1]
         return self.syms.type_of(e)
 
     def _element_ref(self, e: ir.Index) -> Ref:

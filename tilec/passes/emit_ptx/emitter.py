@@ -29,7 +29,7 @@ from tilec.compiler.targets import Target
 from tilec.passes.emit_ptx.addressing import Addressing
 from tilec.passes.emit_ptx.debug_hangs import HangGuard
 from tilec.passes.emit_ptx.expressions import VALUE_OF, Expressions
-from tilec.passes.emit_ptx.intrinsic_emit import IntrinsicCalls
+from tilec.passes.emit_ptx.intrinsic_emit import IntrinsicCalls, RowUse
 from tilec.passes.emit_ptx.math_emit import MathCalls
 from tilec.passes.emit_ptx.metadata import kernel_meta, module_meta
 from tilec.passes.emit_ptx.registers import Operand, Registers, ptx_type
@@ -136,7 +136,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
         self.register_refs = {}
         self.index_refs = {}  # id(Index node) -> (the node, Ref, read type or None), for the same elements
         self.register_lists = {}  # id(tuple node) -> (the node, its `regs` type, Operands), likewise
-        self.intrinsic_rows: Dict[str, intrinsics.Intrinsic] = {}  # name -> its row, available on the target
+        self.intrinsic_rows: Dict[str, RowUse] = {}  # name -> its row (available on the target) as used here
         self.int_immediates: Dict[tuple, Operand] = {}  # (int, type) -> its immediate (`imm`)
         self.float_immediates: Dict[tuple, Operand] = {}  # (float, type) -> its immediate, likewise
         self.decls: List[str] = []

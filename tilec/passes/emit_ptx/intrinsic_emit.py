@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 from types import SimpleNamespace
-from typing import List, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 from tilec.compiler import intrinsics, ir
-from tilec.compiler.builtins import ParamSpec
+from tilec.compiler.builtins import NOT_LITERAL_KINDS, ParamSpec
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.intrinsics import Operands
 from tilec.compiler.value_types import assignable
@@ -71,24 +71,41 @@ class EmitAPI:
         self.line(f"mov.b32 {{{lo}, {hi}}}, {src};")
 
 
+class RowUse(NamedTuple):
+    """An intrinsic row as one kernel's calls use it, worked out at its
+    first call: `runtime` the parameters evaluated when the kernel runs,
+    each with the name errors give it ("ptx.mma: 'd'"), and `literals`
+    whether it has compile-time ones (`Signature.literals` finds none
+    otherwise: a conversion or a fence skips it)."""
+
+    row: intrinsics.Intrinsic
+    runtime: Tuple[Tuple[ParamSpec, str], ...]
+    literals: bool
+
+
+def row_use(row: intrinsics.Intrinsic) -> RowUse:
+    params = row.signature.params
+    runtime = tuple((p, f"{row.name}: '{p.name}'") for p in params if p.kind in NOT_LITERAL_KINDS)
+    return RowUse(row, runtime, len(runtime) < len(params))
+
+
 class IntrinsicCalls:
     """Mixed into `KernelEmitter`."""
 
     def call_intrinsic(self, call: ir.Call) -> Optional[Operand]:
-        row = self.intrinsic_rows.get(call.func)
-        if row is None:  # looked up and checked against the target once per name
+        use = self.intrinsic_rows.get(call.func)
+        if use is None:  # looked up and checked against the target once per name
             row = intrinsics.lookup(call.func, call.span)
             row.check_target(self.target, call.span)
-            self.intrinsic_rows[call.func] = row
-        sig = row.signature
+            use = self.intrinsic_rows[call.func] = row_use(row)
+        row = use.row
         bound = self.syms.bound(call)  # (bound by the analysis already)
-        fields = sig.literals(call.func, bound, call.span)
+        fields = row.signature.literals(call.func, bound, call.span) if use.literals else {}
         if row.check is not None:
             row.check(fields, call.span)
         writebacks: List = []
-        for p in sig.params:
-            if p.name not in fields:
-                fields[p.name] = self.intrinsic_arg(call, p, bound[p.name], writebacks)
+        for p, what in use.runtime:
+            fields[p.name] = self.intrinsic_arg(call, p, bound[p.name], writebacks, what)
         for name in row.ranges:
             op = fields.get(name)
             if isinstance(op, Operand) and not op.is_reg:
@@ -108,10 +125,9 @@ class IntrinsicCalls:
             self.store(target, reg)
         return result
 
-    def intrinsic_arg(self, call: ir.Call, p: ParamSpec, arg, writebacks):
+    def intrinsic_arg(self, call: ir.Call, p: ParamSpec, arg, writebacks, what: str):
         if not isinstance(arg, ir.Expr):
             return arg  # a default (None)
-        what = f"{call.func}: '{p.name}'"
         kind = p.kind
         if kind in ("value", "pred"):
             want = "bool" if kind == "pred" else p.arg
@@ -201,12 +217,20 @@ class IntrinsicCalls:
         return isinstance(e, ir.Name) and self.syms.lookup(e.id, e.span).kind == "tensormap"
 
     def checked_value(self, arg: ir.Expr, want: Optional[str], what: str) -> Operand:
+        """`arg` as a value of type `want` (any type for None or "any"), a
+        located error when it is not assignable.  A register-array element
+        read before is its register (`kept_register`), as `value` finds it:
+        a lowered epilogue hands every accumulator to an instruction."""
+        kept = self.kept_register(arg) if type(arg) is ir.Index else None
         if want in (None, "any"):
-            return self.value(arg)
-        t = self.read_type(arg)
+            return kept[0] if kept is not None else self.value(arg)
+        t = kept[1] if kept is not None else self.read_type(arg)
         if not assignable(t, want, arg):
             raise TilecError(f"{what} must be a {want}, got a {t} (use convert)", arg.span)
-        return self.value(arg, want)
+        if kept is None:
+            return self.value(arg, want)
+        reg = kept[0]
+        return reg if reg.type == want else self.convert(reg, want, None, arg.span)
 
     def lvalue(self, arg: ir.Expr, want: str, what: str, writebacks) -> Operand:
         """The register an intrinsic writes for `arg`: a mutable scalar's or a
