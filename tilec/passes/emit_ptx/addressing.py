@@ -95,6 +95,14 @@ class RegRun:
         return None
 
 
+def _swizzled_int(v: int, sw, t: str) -> int:
+    """`Addressing.swizzled` of a constant offset `v`: what the folding
+    `arith` computes for `_swizzle`, on ints."""
+    p, b, a = sw.per_element, sw.swizzle_bits, sw.atom_bits
+    bits = wrap(wrap(v >> (p + a), t) & ((1 << b) - 1), t)
+    return wrap(v ^ wrap(bits << p, t), t)
+
+
 class Addressing:
     """Mixed into `KernelEmitter`; uses `value`, `arith`, `convert`, `line`,
     `regs`, `syms`, and the tables `bases` (buffer name -> base address
@@ -230,10 +238,8 @@ class Addressing:
         if sw is None or sw.swizzle_bits == 0:
             return m
         p, b, a = sw.per_element, sw.swizzle_bits, sw.atom_bits
-        if not m.is_reg:  # what the folding `arith` below computes, on ints
-            v = imm_value(m)
-            bits = wrap(wrap(v >> (p + a), t) & ((1 << b) - 1), t)
-            return self.imm(wrap(v ^ wrap(bits << p, t), t), t)
+        if not m.is_reg:
+            return self.imm(_swizzled_int(imm_value(m), sw, t), t)
         return self.replayed(("swizzle", p, b, a, t, signature(m)), [m], lambda: (self._swizzle(m, p, b, a, t),))[0]
 
     def _swizzle(self, m: Operand, p: int, b: int, a: int, t: str) -> Operand:
@@ -402,6 +408,10 @@ class Addressing:
         key = _constant_key(buf.name, indices)
         if key is not None:
             slot = self.const_slots.get(key)
+            if slot is None:
+                slot = self._constant_slot(buf, key[1:])
+                if slot is not None:
+                    self.const_slots[key] = slot
             if slot is not None:
                 return slot
         m = self.axis_offsets(buf, indices, _ONLY_M, "i32").get("m")
@@ -409,6 +419,34 @@ class Addressing:
         if key is not None:
             self.const_slots[key] = slot
         return slot
+
+    def _constant_slot(self, buf: Buffer, values: Sequence[int]) -> Optional[Operand]:
+        """`local_slot` of constant indices `values`: the `m` sum
+        `axis_offsets` makes of their terms (`_constant_digits`) and the
+        layout's offset, swizzled, computed on ints as the folding `arith`
+        computes them, with one immediate at the end (every element of a
+        register array comes here once: an accumulator's first wgmma names
+        all of them); None when an index is outside [0, 2**31)."""
+        t = "i32"
+        g, dims = self.dim_iters(buf)
+        m = 0
+        for v, iters in zip(values, dims):
+            if not 0 <= v < _SMALL:
+                return None
+            key = (id(iters), _ONLY_M, v, t)
+            terms = self.layout_memo.get(key)
+            if terms is None:
+                terms = self.layout_memo[key] = self._constant_terms(v, iters, _ONLY_M, t)
+            for _, term in terms:  # (all on axis m)
+                m += term
+                if not 0 <= m < _SMALL:
+                    m = wrap(m, t)
+        for name, value in g.layout.offset:
+            if name == "m":
+                self.imm(value, t)  # (the error `imm` gives for an offset that does not fit)
+                m = wrap(m + value, t)
+        sw = buf.tile_layout.swizzle
+        return self.imm(m if sw is None or sw.swizzle_bits == 0 else _swizzled_int(m, sw, t), t)
 
     def element_ref(self, e: ir.Index, read: bool = False) -> Ref:
         """Where element `e` lives; with `read`, `e` is first typed as a
