@@ -81,6 +81,7 @@ class _KernelPlanner:
         # kernel defines a buffer name once)
         self.plans: dict = {}
         self.layouts = LayoutMemo()  # what the plans work out from the buffers' layouts
+        self.proxy_layouts: dict = {}  # a stand-in shape of a tensor with runtime extents -> its row-major layout
         self.params = frozenset(p.name for p in kernel.params)
         self.new: list = []
 
@@ -148,14 +149,15 @@ class _KernelPlanner:
         if not isinstance(oob, ir.Str):
             raise TilecError('copy_async: oob= must be "zero" or "nan"', oob.span)
         slayout = sbuf.tile_layout
-        if gbuf.runtime_dims:
-            plan = self.runtime_plan(gbuf, slayout, sbuf, region, direction, oob.value)
-        else:
-            key = (gbuf.name, sbuf.name, tuple(region[0]), tuple(region[1]), direction, oob.value)
-            plan = self.plans.get(key)
-            if plan is None:
-                plan = self.plans[key] = plan_tma(gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region,
-                                                  gbuf.dtype, direction, oob.value, self.layouts)
+        key = (gbuf.name, sbuf.name, tuple(region[0]), tuple(region[1]), direction, oob.value)
+        plan = self.plans.get(key)
+        if plan is None:
+            if gbuf.runtime_dims:
+                plan = self.runtime_plan(gbuf, slayout, sbuf, region, direction, oob.value)
+            else:
+                plan = plan_tma(gbuf.tile_layout, gbuf.shape, slayout, sbuf.shape, region, gbuf.dtype, direction,
+                                oob.value, self.layouts)
+            self.plans[key] = plan
         need = SMEM_ALIGN
         if slayout.swizzle is not None:
             need = max(need, slayout.swizzle.period * sbuf.elem_bytes)
@@ -178,9 +180,12 @@ class _KernelPlanner:
         for which in (0, 1):
             proxy = runtime_dims.proxies(gbuf.shape, divisors, which)
             shape = tuple(proxy[e] if isinstance(e, str) else e for e in gbuf.shape)
+            # one layout object per stand-in shape, so that the layout memo serves every copy of the tensor
+            layout = self.proxy_layouts.get(shape)
+            if layout is None:
+                layout = self.proxy_layouts[shape] = row_major(shape)
             try:
-                plan = plan_tma(row_major(shape), shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob,
-                                self.layouts)
+                plan = plan_tma(layout, shape, slayout, sbuf.shape, region, gbuf.dtype, direction, oob, self.layouts)
             except TilecError as err:
                 stand_ins = ", ".join(f"{n} = {v}" for n, v in proxy.items())
                 raise TilecError(
