@@ -70,6 +70,8 @@ def _stride_str(stride: int, axis: str) -> str:
 
 def _offsets(value) -> tuple[tuple[str, int], ...]:
     """Offsets as (axis, value) pairs in axis order, from a mapping or pairs."""
+    if not value:
+        return ()  # most layouts: nothing to check or sort
     items = list(value.items() if isinstance(value, Mapping) else value)
     for name, _ in items:
         lookup_axis(name)
