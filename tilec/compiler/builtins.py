@@ -195,8 +195,8 @@ class Signature:
                 bound[p.name] = () if p.variadic else p.default
         return bound
 
-    # What `bind` reads of the parameters, worked out once per signature:
-    # every call of a builtin or intrinsic is bound, some several times.
+    # What `bind` and `literals` read of the parameters, worked out once per
+    # signature: every call of a builtin or intrinsic is bound, some several times.
     @functools.cached_property
     def _positional(self) -> tuple:
         return tuple(p for p in self.params if not p.keyword_only or p.variadic)
@@ -205,15 +205,18 @@ class Signature:
     def _by_name(self) -> dict:
         return {p.name: p for p in self.params}
 
+    @functools.cached_property
+    def _compile_time(self) -> tuple:
+        """The parameters `literals` reads: those taking compile-time literals."""
+        return tuple(p for p in self.params if p.kind not in NOT_LITERAL_KINDS)
+
     def literals(self, what: str, bound: Dict, span) -> Dict:
         """The compile-time arguments of a bound call as Python values (ints,
         strings, bools, dtype names, shapes); runtime ones are left out.  A
         compile-time argument that is not a literal is a located error: the
         fold pass should have made it one."""
         out = {}
-        for p in self.params:
-            if p.kind in NOT_LITERAL_KINDS:
-                continue
+        for p in self._compile_time:
             arg = bound[p.name]
             if p.variadic:
                 out[p.name] = tuple(literal(what, p, a, span) for a in arg)
