@@ -57,9 +57,14 @@ def mem_type(dtype: str) -> str:
 
 
 def _constant_key(name: str, indices: Sequence[ir.Expr]) -> Optional[tuple]:
-    """(name, *indices) when every index is a constant, else None."""
-    values = [i.value for i in indices if type(i) is ir.Int]
-    return (name, *values) if len(values) == len(indices) else None
+    """(name, *indices) when every index is a constant, else None (asked for
+    every element an instruction names: a loop, no comprehension's frame)."""
+    key = [name]
+    for i in indices:
+        if type(i) is not ir.Int:
+            return None
+        key.append(i.value)
+    return tuple(key)
 
 
 def _element_key(e: ir.Index) -> Optional[tuple]:
