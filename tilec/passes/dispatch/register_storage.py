@@ -276,23 +276,24 @@ def register_elements(buf: Buffer, span: Optional[ir.Span]) -> Callable[[Sequenc
     if span is None:
         return lambda coord: register_element(buf, coord)
     made = built_at(span).made
-    leaf = made.get
-    buf_name = buf.name
-    name = leaf(buf_name)
-    if name is None:
-        name = made[buf_name] = ir.Name(buf_name, span=span)
+    found = made.get(buf.name)
+    if found is None:
+        found = made[buf.name] = (ir.Name(buf.name, span=span), {})
+    name, elements = found  # the buffer's name at span, its elements there by coordinate
+    known = elements.get
 
     def element(coord: Sequence[int]) -> ir.Index:
-        key = (buf_name, tuple(coord))
-        elem = leaf(key)
+        if type(coord) is not tuple:
+            coord = tuple(coord)
+        elem = known(coord)
         if elem is None:
             indices = []
             for c in coord:
-                i = leaf(c)
+                i = made.get(c)
                 if i is None:
                     i = made[c] = ir.Int(c, span=span)
                 indices.append(i)
-            elem = made[key] = ir.Index(name, tuple(indices), span=span)
+            elem = elements[coord] = ir.Index(name, tuple(indices), span=span)
         return elem
 
     return element
@@ -381,12 +382,15 @@ def _find_held_slots(reg: Region, st: Storage, starts: tuple) -> tuple:
         reach[t.dim] += (t.extent - 1) * t.inner
     out = []
     extents, dims = reg.extents, reg.dims
-    bounds = list(zip(reach, starts, extents))
+    # the dims the region cuts (a whole dim holds every element along it, in every thread)
+    bounds = [(d, r, a, e) for d, (r, a, e, n) in enumerate(zip(reach, starts, extents, reg.buffer.shape))
+              if (a, e) != (0, n)]
     for s, c in enumerate(st.slots):
         if c is None:
             continue
         inside = True  # in every thread, each dim of the slot's element lies in the region
-        for lo, (r, a, e) in zip(c, bounds):
+        for d, r, a, e in bounds:
+            lo = c[d]
             if lo + r < a or lo >= a + e:
                 break  # outside the region in every thread: not held
             if not (a <= lo and lo + r < a + e):
