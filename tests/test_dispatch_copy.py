@@ -335,6 +335,23 @@ kernel k(A: f32[16, 8]):
         "declined: register buffer 'E_f' keeps two elements in one register (S[(2, 32, 2) : (1, 1@laneid, 1)])")
 
 
+def test_a_region_that_splits_a_register_between_threads_is_declined():
+    """Rows 0..3 of the accumulator: slot 0 holds rows 0..7, one per group
+    of four lanes, so the region takes it from some threads only (the
+    columns, a whole dim, take every slot)."""
+    text = f"""
+kernel k(A: f32[4, 8]):
+    cta_id([1])
+    lane = lane_id([32])
+    D_f = alloc((16, 8), f32, scope="local", layout={FRAG_F32})
+    warp.copy(D_f[0:4, :], A)
+"""
+    with pytest.raises(TilecError) as err:
+        compile_source(text, "k.tile")
+    assert row(err.value, "ldst") == (
+        "declined: region 'D_f[0:4, :]' splits the elements of register slot 0 between threads; copy whole fragments")
+
+
 def test_a_sub_region_of_a_fragment():
     """Rows 8..15 of the accumulator: the registers of slots 2 and 3."""
     text = f"""
