@@ -152,8 +152,15 @@ def _misplacing_thread(st: Storage, per: int) -> Optional[int]:
     key = ("misplacing", per)
     if key not in st.answers:
         zero = (0,) * (len(st.buffer.shape) - 2)
-        st.answers[key] = next(
-            (t for t in range(WARPGROUP)
-             if st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0, per)),
-            None)
+
+        def misplaced(t: int) -> bool:
+            return st.thread_offset({"laneid": t % 32, "wid_in_wg": t // 32}) != zero + fragment_coord(t, 0, per)
+
+        # A thread's shift is its lane's plus its warp's (each term of a layout reads one axis), and so
+        # is where the fragment puts its values (`fragment_coord`), both 0 at lane 0 of warp 0: when the
+        # lanes of warp 0 and lane 0 of each warp are in place, every thread is.
+        if not any(map(misplaced, range(32))) and not any(misplaced(32 * w) for w in range(1, 4)):
+            st.answers[key] = None
+        else:
+            st.answers[key] = next(t for t in range(WARPGROUP) if misplaced(t))
     return st.answers[key]
