@@ -160,19 +160,16 @@ def roll_rows(ctx: DispatchContext, rows: list, build, span, shortest: int = 3) 
 
 
 def _may_run(anchors: list, shortest: int) -> bool:
-    """Whether some `shortest` consecutive `anchors` (tuples of integers)
-    step evenly: one step, the same from each to the next."""
-    for i in range(len(anchors) - shortest + 1):
-        first, second = anchors[i], anchors[i + 1]
-        if len(first) != len(second):
-            continue
-        step = [b - a for a, b in zip(first, second)]
-        for k in range(i + 2, i + shortest):
-            here, before = anchors[k], anchors[k - 1]
-            if len(here) != len(first) or any(b - a != d for a, b, d in zip(before, here, step)):
-                break
-        else:
+    """Whether some `shortest` (2 or more) consecutive `anchors` (tuples of
+    integers) step evenly: one step, the same from each to the next -- a
+    `shortest - 1` equal steps in a row, each step found once."""
+    run, before = 0, None
+    for a, b in zip(anchors, anchors[1:]):
+        step = [y - x for x, y in zip(a, b)] if len(a) == len(b) else None
+        run = 0 if step is None else run + 1 if step == before else 1
+        if run == shortest - 1:
             return True
+        before = step
     return False
 
 
