@@ -56,6 +56,7 @@ from tilec.passes.dispatch.register_storage import (
     check_scope,
     held_elements,
     register_element,
+    register_elements,
     register_pairs,
     scalar_elements,
     storage,
@@ -132,7 +133,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
     clamped = records.evolve(mem, starts=tuple(
         ir.Select(uniform[d], s, ir.Int(0)) if d in uniform else s for d, s in enumerate(mem.starts)))
     allowed: dict = {}  # width -> whether the region (its layout, start and edge) allows it, for every register
-    mem_element = located_elements(mem, op.span)
+    mem_element, reg_element = located_elements(mem, op.span), register_elements(reg.buffer, op.span)
     done, stmts, registers = set(), [], []  # registers: the coordinate of the register each statement names
     for h in held:
         if h.slot in done:
@@ -145,7 +146,7 @@ def registers_and_memory(op, ctx, dst: Region, src: Region, oob: str | None = No
                     and divisors.of(mem_elem.indices[-1]) % w == 0:
                 v = w
                 break
-        reg_elem = register_element(reg.buffer, h.coord, op.span)
+        reg_elem = reg_element(h.coord)
         done.update(range(h.slot, h.slot + v))
         inside = conj(list(uniform.values()) + [ir.Binary("<", mem_elem.indices[d], n) for d, n in ragged.items()])
         if inside is not None:
@@ -224,8 +225,6 @@ def _register_run(by_slot, first, w: int, done) -> bool:
 def registers_to_registers(op, ctx, dst: Region, src: Region) -> list:
     threads = Threads(ctx.symbols)
     pairs, st = register_pairs(dst, src, threads, scope_of(op))
-    stmts = [
-        assign(register_element(dst.buffer, cd, op.span), register_element(src.buffer, cs, op.span))
-        for cd, cs in pairs
-    ]
+    dst_element, src_element = register_elements(dst.buffer, op.span), register_elements(src.buffer, op.span)
+    stmts = [assign(dst_element(cd), src_element(cs)) for cd, cs in pairs]
     return guarded(st.guard(threads, axis_exprs(st, threads)), roll(ctx, stmts, op.span))

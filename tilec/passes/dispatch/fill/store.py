@@ -20,7 +20,7 @@ from tilec.passes.dispatch.register_storage import (
     axis_exprs,
     check_scope,
     held_slots,
-    register_element,
+    register_elements,
     scalar_elements,
     storage,
 )
@@ -79,7 +79,8 @@ def lower(op, ctx):
         axes = axis_exprs(st, threads)
         value = located(value, op.span)
         held = held_slots(dst, st)
-        stmts = [assign(register_element(dst.buffer, coord, op.span), value, op.span) for _, coord, _ in held]
+        element = register_elements(dst.buffer, op.span)
+        stmts = [assign(element(coord), value, op.span) for _, coord, _ in held]
         stmts = roll(ctx, stmts, op.span, anchors=[coord for _, coord, _ in held])  # each sets its register
         return guarded(st.guard(threads, axes), stmts)
     tid = threads.require(threads.index(scope), f"each thread's position in its {scope}")

@@ -34,7 +34,7 @@ from tilec.passes.dispatch.register_storage import (
     axis_exprs,
     follows,
     held_elements,
-    register_element,
+    register_elements,
     scalar_elements,
     storage,
 )
@@ -131,6 +131,7 @@ def lower(op, ctx):
     stmts = []
     want = value_type_of_dtype(dst.dtype)
     convert = None  # whether the value needs converting: the same for every element (each operand's is its dtype)
+    dst_element = register_elements(dst.buffer, span)
     for k, h in enumerate(held):
         elems = {key: values[k] for key, values in per_operand.items()}
         computed = _substitute(placed, elems)
@@ -138,7 +139,7 @@ def lower(op, ctx):
             convert = not assignable(syms.type_of(computed), want, computed)
         if convert:
             computed = ir.Call("convert", (computed, ir.DTypeLit(want, span=span)), span=span)
-        stmts.append(assign(register_element(dst.buffer, h.coord, span), computed, span))
+        stmts.append(assign(dst_element(h.coord), computed, span))
     stmts = roll(ctx, stmts, op.span, anchors=[h.coord for h in held])  # each statement assigns its register
     return guarded(sd.guard(threads, axis_exprs(sd, threads)), stmts)
 
@@ -176,10 +177,11 @@ def _register_elements(src: Region, dims: list, dst: Region, sd, held, starts, t
             "cannot move between threads)"
         )
     slot_of = so.slot_of()
+    src_element = register_elements(src.buffer, span)
     out = []
     for h in held:
         coord = tuple(s if i is None else s + h.coord[i] - starts[i] for s, i in zip(sstarts, dims))
         if coord not in slot_of:
             raise Decline(f"thread 0 holds {dst.name}{list(h.coord)} but not {src.name}{list(coord)}")
-        out.append(register_element(src.buffer, coord, span))
+        out.append(src_element(coord))
     return out
