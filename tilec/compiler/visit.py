@@ -334,12 +334,17 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     node, and a call per node more was a good part of its time.  For the
     same reason a child whose class `fn` is never called on and that has
     no children -- a literal, or a name where names are not rewritten:
-    half of the nodes -- is kept where it is met, with no call: `_kept`.)"""
+    half of the nodes -- is kept where it is met, with no call: `_kept`;
+    and without `pure`, one that has no children and that `fn` is called
+    on -- a name being substituted -- is given to `fn` where it is met.)"""
 
     plans = _PLANS
     is_ = operator.is_
     done = {} if pure else None
     kept = _kept(only)
+    direct = frozenset() if pure else _DIRECT.get(only)
+    if direct is None:
+        direct = _direct(only)
 
     def rewrite(n):
         cls = type(n)
@@ -365,12 +370,12 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
                 if t is tuple:
                     if not value:
                         continue
-                    items = [v if type(v) in kept else rewrite(v) for v in value]
+                    items = [v if type(v) in kept else fn(v) if type(v) in direct else rewrite(v) for v in value]
                     if all(map(is_, items, value)):
                         continue
                     new = tuple(items)
                 else:
-                    new = rewrite(value)
+                    new = fn(value) if t in direct else rewrite(value)
                     if new is value:
                         continue
                 if changed is None:
@@ -406,6 +411,16 @@ def _kept(only) -> frozenset:
 
 _KEPT: dict = {}
 """only -> `_kept(only)`."""
+
+
+def _direct(only) -> frozenset:
+    """The classes without children that `fn` is called on (`transform`)."""
+    direct = _DIRECT[only] = _kept(frozenset()) - _kept(only)
+    return direct
+
+
+_DIRECT: dict = {}
+"""only -> `_direct(only)`."""
 
 
 def _ir_classes() -> list:
