@@ -215,7 +215,9 @@ class _State:
 
     def join(self, before: "_State", *paths: "_State") -> None:
         """Pending after the paths: what was pending before survives only if
-        every path left it; what a path started survives."""
+        every path left it; what a path started survives.  (`self` may be
+        one of the paths: each field is read from every path before it is
+        set.)"""
         for field in _FIELDS:
             old = getattr(before, field)
             kept = [p for p in old if all(p in getattr(s, field) for s in paths)]
@@ -250,11 +252,12 @@ class _Flow:
         kind = type(s)  # (node classes have no subclasses)
         if kind is ir.If:
             self.reads(s.cond, state)
+            # (each path's state is a copy of its own, which a branch with no statement needs not;
+            # the join is written over the `then` path's, read by nothing else)
             then = self.block(s.then, state.copy())
-            orelse = self.block(s.orelse, state.copy())
-            out = state.copy()
-            out.join(state, then, orelse)
-            return out
+            orelse = self.block(s.orelse, state.copy()) if s.orelse else state
+            then.join(state, then, orelse)
+            return then
         if kind is ir.For or kind is ir.While:
             for e in (s.cond,) if kind is ir.While else (s.start, s.stop, s.step):
                 self.reads(e, state)
@@ -262,9 +265,8 @@ class _Flow:
             if kind is ir.For:
                 inner.forget(s.var)
             body = self.block(s.body, inner)
-            out = state.copy()
-            out.join(state, state, body)
-            return out
+            body.join(state, state, body)  # (over the body's own state, as for an `if`)
+            return body
         if kind is ir.Assign:
             self.reads(s.value, state)
             for t in s.targets:
