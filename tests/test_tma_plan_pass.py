@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from tilec.compiler import ir, targets
+from tilec.compiler import ir, targets, visit
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.layout_ir import to_layout
 from tilec.compiler.passmanager import PassContext, order_passes
@@ -217,6 +217,34 @@ def test_the_pass_is_idempotent():
     m = run(GEMM)
     again = PlanTma().apply(m, PassContext(targets.target("sm_90a")))
     assert again == m
+
+
+def unplanned(module, maps):
+    """`module` as it was before plan-tma, with the tensormap statements
+    `maps` at the top of its kernel."""
+    def strip(n):
+        if isinstance(n, ir.Call) and n.func.endswith("copy_async"):
+            return visit.evolve(n, kwargs=tuple(k for k in n.kwargs if k.name not in ("tmap", "tma_issues")))
+        return n
+
+    kernel = visit.transform(module.kernels[0], strip)
+    body = tuple(maps) + tuple(s for s in kernel.body if not isinstance(s, ir.TensorMap))
+    return visit.evolve(module, kernels=(visit.evolve(kernel, body=body),))
+
+
+def test_a_tensormap_the_kernel_has_is_used_and_counted():
+    m = run(GEMM)
+    ctx = PassContext(targets.target("sm_90a"))
+    a_map, d_map = tensormaps(m).values()
+    again = PlanTma().apply(unplanned(m, [a_map]), ctx)
+    assert again.kernels[0].body[:2] == (d_map, a_map) and tensormaps(again) == tensormaps(m)
+    # a statement over D with another box: the store's map is D's second
+    box = ir.Keyword("box", ir.TupleExpr((ir.Int(64), ir.Int(64), ir.Int(2))))
+    other = ir.TensorMap("D_mine", visit.evolve(d_map.value, kwargs=tuple(
+        box if k.name == "box" else k for k in d_map.value.kwargs)))
+    again = PlanTma().apply(unplanned(m, [other]), ctx)
+    assert list(tensormaps(again)) == ["A_tmap0", "D_tmap1", "D_mine"]
+    assert tensormaps(again)["D_tmap1"].value == d_map.value
 
 
 COPY = """

@@ -32,6 +32,8 @@ is the error.
 """
 from __future__ import annotations
 
+import collections
+
 import attrs
 
 from tilec.compiler import records
@@ -73,7 +75,9 @@ class _KernelPlanner:
         self.target = target
         self.syms = syms
         self.names = NameGen(syms.names_in_use(module))  # the kernel's identifiers, without a walk
+        # the kernel's own tensormap statements (call -> name), and how many maps each tensor has so far
         self.maps = {s.value: s.name for s in kernel.body if isinstance(s, ir.TensorMap)}
+        self.counts = collections.Counter(call.args[0] for call in self.maps)
         self.planned: dict = {}  # (tensor, dtype, descriptor fields) -> the name `tensormap` gave it
         # (global buffer, shared buffer, regions, direction, fill) -> the plan: a kernel often makes
         # one copy in several places (a prologue and its main loop, both sides of a branch), and a
@@ -227,13 +231,15 @@ class _KernelPlanner:
             (ir.Name(tensor), ir.DTypeLit(plan.dtype)),
             tuple(ir.Keyword(k, v) for k, v in fields),
         )
-        if call not in self.maps:
-            count = sum(1 for c in self.maps if c.args[0] == call.args[0])
-            name = self.names.fresh(f"{tensor}_tmap{count}")
-            self.maps[call] = name
+        # a new call equal to another new one has its key; a statement the kernel has is looked up
+        # (when there is one: hashing a call walks all of it)
+        name = self.maps.get(call) if self.maps else None
+        if name is None:
+            name = self.names.fresh(f"{tensor}_tmap{self.counts[call.args[0]]}")
+            self.counts[call.args[0]] += 1
             self.new.append(ir.TensorMap(name, call))
-        self.planned[key] = self.maps[call]
-        return self.maps[call]
+        self.planned[key] = name
+        return name
 
 
 _TUPLE_FIELDS = ("dims", "strides", "box", "elem_strides")
