@@ -1,9 +1,10 @@
 """emit-ptx's shortcuts give the text (or the error) of the general path they
 stand for: a register-array element's slot computed on ints
 (`Addressing._constant_slot` for `axis_offsets` and `swizzled`), an index's
-type kept per expression shape (`Replay.shape_type` for `type_of`), and an
-element read before handed to an instruction as its register
-(`kept_register` for `read_type`, `value`, `load`)."""
+type kept per expression shape (`Replay.shape_type` for `type_of`), an
+element's read type kept per buffer (`element_type`), and an element read
+before handed to an instruction as its register (`kept_register` for
+`read_type`, `value`, `load`)."""
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ GENERAL = {
     "_constant_slot": lambda self, buf, values: None,  # local_slot goes through axis_offsets and swizzled
     "shape_type": lambda self, e: self.syms.type_of(e),
     "kept_register": lambda self, e: None,  # checked_value reads the element as any value
+    "element_type": lambda self, e, key: self.syms.type_of(e),
 }
 
 

@@ -460,9 +460,9 @@ class Addressing:
         `Ref` is kept (`register_refs`, by buffer name and indices, and
         `index_refs`, by the node: lowered IR shares an element's node
         between the instructions naming it), with the type a read gave it
-        (None before a read; its type depends on the buffer and the number
-        of indices only), until a register array is declared again: a
-        lowered GEMM names each accumulator register in every instruction."""
+        (None before a read; `element_type`), until a register array is
+        declared again: a lowered GEMM names each accumulator register in
+        every instruction."""
         hit = self.index_refs.get(id(e))
         if hit is not None and hit[0] is e and (hit[2] or not read):
             return hit[1]
@@ -472,12 +472,24 @@ class Addressing:
             if kept is not None and (kept[1] or not read):
                 self.index_refs[id(e)] = (e, *kept)
                 return kept[0]
-        typed = self.syms.type_of(e) if read else None
+        typed = self.element_type(e, key) if read else None
         ref = self._element_ref(e)
         if key is not None and (ref.reg is not None or ref.word is not None):
             self.register_refs[key] = (ref, typed)
             self.index_refs[id(e)] = (e, ref, typed)
         return ref
+
+    def element_type(self, e: ir.Index, key: Optional[tuple]) -> str:
+        """`type_of(e)` for a read of element `e`; at constant indices (`key`,
+        `_element_key`) kept per buffer and number of indices in
+        `layout_memo`: typing an element checks and reads those alone, and
+        the first read of each accumulator element would type it again."""
+        if key is None:
+            return self.syms.type_of(e)
+        typed = self.layout_memo.get((key[0], len(key)))
+        if typed is None:
+            typed = self.layout_memo[key[0], len(key)] = self.syms.type_of(e)
+        return typed
 
     def _kept_read(self, e: ir.Index) -> Optional[tuple]:
         """(e, Ref, read type) of a register-array element that `element_ref`
