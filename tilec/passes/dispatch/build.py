@@ -134,14 +134,14 @@ def located(node: ir.Node, span: Optional[ir.Span]) -> ir.Node:
 class Built:
     """What dispatch built at one call's span for the kernel it lowers:
     `placed` maps id(node) to (node, the node placed at the span)
-    (`located`), `made` holds the register elements named there
+    (`located`); `made` holds the register elements named there
     (`register_storage.register_elements`: by buffer name, its name node
     and its elements by coordinate; the indices by value) and the wgmma
     fragments made of them (`wgmma_fragment.fragment_elements`: by
-    ("fragment", id of the coordinates)).  Kept per
-    span, not per call, because the calls of one inlined helper share their
-    span and most of what they build (an epilogue's cast and stmatrix of
-    each column block)."""
+    ("fragment", id of the coordinates)).  Kept per span, not per call,
+    because the calls of one inlined helper share their span and most of
+    what they build (an epilogue's cast and stmatrix of each column
+    block)."""
 
     __slots__ = ("span", "placed", "made")
 

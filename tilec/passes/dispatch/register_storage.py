@@ -415,8 +415,8 @@ def follows(follower: Storage, leader: Storage, source: tuple) -> bool:
     right in every thread.
 
     The answer, a walk over every thread position, is kept with `leader`
-    (`Storage.answers`, keyed by the follower and `source`, which is the
-    projection itself) for every call that asks it again of the same
+    (`Storage.answers`, keyed by the follower's serial and `source`, which
+    is the projection itself) for every call that asks it again of the same
     buffers."""
     memo = ("follows", follower.serial, source)
     found = leader.answers.get(memo)
