@@ -167,8 +167,8 @@ def l2_promotion(row_bytes: int) -> str:
 class LayoutMemo:
     """The groupings and slices `plan_tma` works out from a layout, each
     once: they depend on the layout and a shape alone, and a kernel copies
-    one buffer in many places (hgemm_v7's eight epilogue stores group D's
-    layout and Dsmem's eight times, and slice Dsmem at four places).  One
+    one buffer in many places (hgemm_v7's eight epilogue stores would group
+    D's layout and Dsmem's, and slice Dsmem's, eight times each).  One
     memo serves the plans of one kernel (`tilec.passes.plan_tma`).
     Entries are keyed by the layout object's id and keep the object, so an
     id is not reused while its entry lives; an error is not kept (it is
@@ -521,7 +521,8 @@ def _validate(dims: list[_Dim], elem: int, copy_elem: int, mode: int) -> None:
 
 
 def _moved(a: Affine, k: int) -> Affine:
-    """`a + k`; `a` itself for the first issue (every step 0)."""
+    """`a + k`; `a` itself where an issue does not move it (the first issue
+    moves nothing)."""
     return a + k if k else a
 
 
