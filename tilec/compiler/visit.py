@@ -321,8 +321,9 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     of their time (`only` is a frozenset: see `_kept`).
 
     With `pure=True` (`fn`'s result depends on the node alone: no fresh
-    names, no outside state), each node object is rewritten once and its
-    result reused wherever the same object occurs again.  Substitution
+    names, no outside state), each node object with children is rewritten
+    once and its result reused wherever the same object occurs again (a
+    node without children is cheaper to give to `fn` again).  Substitution
     shares subtrees: expand-inline puts one const's, meta's or argument's
     expression object at every use, so an expanded kernel is a DAG
     (hgemm_v7's: 11.5k node occurrences, 5k distinct objects), and a
@@ -335,14 +336,14 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     same reason a child whose class `fn` is never called on and that has
     no children -- a literal, or a name where names are not rewritten:
     half of the nodes -- is kept where it is met, with no call: `_kept`;
-    and without `pure`, one that has no children and that `fn` is called
-    on -- a name being substituted -- is given to `fn` where it is met.)"""
+    and one that has no children and that `fn` is called on -- a name
+    being substituted or folded -- is given to `fn` where it is met.)"""
 
     plans = _PLANS
     is_ = operator.is_
     done = {} if pure else None
     kept = _kept(only)
-    direct = frozenset() if pure else _DIRECT.get(only)
+    direct = _DIRECT.get(only)
     if direct is None:
         direct = _direct(only)
 
