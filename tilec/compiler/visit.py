@@ -110,21 +110,21 @@ def find_all(node: ir.Node, classes: frozenset) -> list:
     per node, and without a look at a child that has no children and is not
     looked for (a literal; a name, unless names are: half of the nodes)."""
     out = []
-    skip = _kept(classes)
+    skip = _KEPT.get(classes) or _kept(classes)
     stack = [node]
-    pop, push, getters = stack.pop, stack.append, _GETTERS
+    pop, push, found, getters = stack.pop, stack.append, out.append, _BACKWARDS
     while stack:
         n = pop()
         cls = type(n)
         if cls in classes:
-            out.append(n)
+            found(n)
         try:
             getter = getters[cls]
         except KeyError:
-            getter = _getter(cls)
+            getter = getters[cls] = tuple_getter(_child_fields(cls)[::-1])
         if getter is None:
             continue
-        for value in reversed(getter(n)):
+        for value in getter(n):  # (last first: the stack gives them back first first)
             t = type(value)
             if t in skip:
                 continue
@@ -135,6 +135,11 @@ def find_all(node: ir.Node, classes: frozenset) -> list:
             else:
                 push(value)
     return out
+
+
+_BACKWARDS: dict = {}
+"""Node class -> a function returning the values of its fields that may
+hold nodes as a tuple, last field first, or None (`find_all`)."""
 
 
 def statements(stmts: Iterable[ir.Stmt]) -> Iterator[ir.Stmt]:
@@ -342,7 +347,7 @@ def transform(node: ir.Node, fn: Callable[[ir.Node], ir.Node], pure: bool = Fals
     plans = _PLANS
     is_ = operator.is_
     done = {} if pure else None
-    kept = _kept(only)
+    kept = _KEPT.get(only) or _kept(only)
     direct = _DIRECT.get(only)
     if direct is None:
         direct = _direct(only)
