@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import collections
 
-import attrs
-
 from tilec.compiler import records
 from tilec.compiler import ir, runtime_dims, visit
 from tilec.compiler.affine import to_expr
@@ -132,7 +130,7 @@ class _KernelPlanner:
             ir.Keyword("tmap", ir.Str(self.tensormap(tensor, plan))),
             ir.Keyword("tma_issues", issues),
         )
-        return attrs.evolve(call, kwargs=call.kwargs + kwargs)
+        return visit.evolve(call, kwargs=call.kwargs + kwargs)
 
     def plan(self, op: TileOp) -> tuple[str, TmaPlan, dict]:
         if len(op.args) != 2:
