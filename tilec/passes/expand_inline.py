@@ -289,11 +289,12 @@ class _Expander:
 
     def stmt(self, s: ir.Stmt, env: dict, stack: tuple) -> list:
         pre: list = []
-        if isinstance(s, ir.Assign):
+        cls = type(s)  # (IR classes have no subclasses)
+        if cls is ir.Assign:
             value = self.value(s.value, env, stack, pre)
             targets = tuple(self.target(t, env, pre) for t in s.targets)
             return pre + [visit.evolve(s, targets=targets, value=value)]
-        if isinstance(s, ir.AugAssign):
+        if cls is ir.AugAssign:
             value = self.value(s.value, env, stack, pre)
             if isinstance(s.target, ir.Name):
                 target = self._renamed_name(s.target) if self.renames else s.target
@@ -301,9 +302,9 @@ class _Expander:
             else:
                 target = self.target(s.target, env, pre)
             return pre + [visit.evolve(s, target=target, value=value)]
-        if isinstance(s, ir.Return):
+        if cls is ir.Return:
             raise TilecError("'return' is allowed only as the last statement of an inline helper", s.span)
-        if isinstance(s, ir.Meta):
+        if cls is ir.Meta:
             b = env.get(s.name)
             if b is not None and b.kind != "meta":
                 self._check_bindable(s.name, env, s.span)
@@ -311,17 +312,17 @@ class _Expander:
                 raise TilecError(f"'{s.name}' is a variable; a meta value needs another name", s.span)
             env[s.name] = _Binding("meta", self.subst(s.value, env))
             return []
-        if isinstance(s, ir.InlineDef):
+        if cls is ir.InlineDef:
             self._check_bindable(s.name, env, s.span)
             env[s.name] = _Binding("helper", self._renamed(s))
             return []
-        if isinstance(s, ir.ExprStmt):
+        if cls is ir.ExprStmt:
             e = s.expr
-            if isinstance(e, ir.Call) and env.get(e.func, _NOT_BOUND).kind == "helper":
+            if type(e) is ir.Call and env.get(e.func, _NOT_BOUND).kind == "helper":
                 body, _ = self.inline(e, env, stack)
                 return body
             return pre + [visit.evolve(s, expr=self.value(e, env, stack, pre))]
-        if isinstance(s, ir.For):
+        if cls is ir.For:
             start, stop, step = (self.value(x, env, stack, pre) for x in (s.start, s.stop, s.step))
             var = self.renames.get(s.var, s.var)
             self._check_bindable(var, env, s.span)
@@ -331,7 +332,7 @@ class _Expander:
             return pre + [
                 visit.evolve(s, var=var, start=start, stop=stop, step=step, body=self.block(s.body, inner, stack))
             ]
-        if isinstance(s, ir.If):
+        if cls is ir.If:
             cond = self.value(s.cond, env, stack, pre)
             decided = _constant_condition(cond)
             if decided is None:
@@ -343,7 +344,7 @@ class _Expander:
             else:
                 then, orelse = tuple(map(self._renamed, s.then)), self.block(s.orelse, env, stack)
             return pre + [visit.evolve(s, cond=decided, then=then, orelse=orelse)]
-        if isinstance(s, ir.While):
+        if cls is ir.While:
             n = _helper_call(s.cond, env)
             if n is not None:
                 raise TilecError(
@@ -354,7 +355,7 @@ class _Expander:
             return [
                 visit.evolve(s, cond=self.subst(s.cond, env), body=self.block(s.body, env, stack))
             ]
-        if isinstance(s, ir.TensorMap):
+        if cls is ir.TensorMap:
             return [visit.evolve(s, value=self.subst(s.value, env))]
         return [s]  # Pass
 
