@@ -195,7 +195,15 @@ class _Expander:
             return node
         if b.kind == "helper":
             raise TilecError(f"inline helper '{node.id}' is not a value", node.span)
-        return visit.evolve(b.value, span=node.span) if node.span else b.value
+        value, span = b.value, node.span
+        if not span:
+            return value
+        cls = type(value)  # (an int const, an argument that is a name: most values, built as such)
+        if cls is ir.Int:
+            return ir.Int(value.value, span=span)
+        if cls is ir.Name:
+            return ir.Name(value.id, span=span)
+        return visit.evolve(value, span=span)
 
     def _renamed_name(self, node: ir.Name) -> ir.Name:
         new = self.renames.get(node.id)
