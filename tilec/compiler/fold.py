@@ -35,16 +35,24 @@ def fold(node: ir.Node, names: set | None = None) -> ir.Node:
     resolved (a module, kernel, statement or expression).  Folding is pure,
     so a subtree that expansion placed at many uses is folded once.  With
     `names`, the names `node` mentions are added to it (every name the
-    folded node mentions among them), found in the same traversal."""
-    if names is None:
-        return prune(visit.transform(node, _fold_node, pure=True, only=_FOLDED))
+    folded node mentions among them), found in the same traversal.  The
+    folded node is pruned only when an `if` or `while` condition in it is a
+    literal: most are decided before (by expand-inline), and a prune looks
+    at every statement."""
+    decided = []  # the ifs and whiles whose condition is a literal bool once folded
 
-    def fold_noting(n):
-        if type(n) is ir.Name:
+    def fold_one(n):
+        cls = type(n)
+        if cls is ir.If or cls is ir.While:
+            if type(n.cond) is ir.Bool:
+                decided.append(n)
+            return n
+        if names is not None and cls is ir.Name:
             names.add(n.id)
         return _fold_node(n)
 
-    return prune(visit.transform(node, fold_noting, pure=True, only=_FOLDED))
+    folded = visit.transform(node, fold_one, pure=True, only=_FOLDED_AND_BRANCHES)
+    return prune(folded) if decided else folded
 
 
 def fold_expr(expr: ir.Expr) -> ir.Expr:
@@ -490,3 +498,6 @@ lookup replaces a chain of isinstance tests."""
 
 _FOLDED = frozenset(_FOLDERS)
 """The classes a fold rewrites (`visit.transform`'s `only`)."""
+
+_FOLDED_AND_BRANCHES = _FOLDED | {ir.If, ir.While}
+"""What `fold` looks at: the classes it rewrites, and the statements `prune` resolves."""
