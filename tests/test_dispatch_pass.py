@@ -241,4 +241,4 @@ def test_register_elements_are_shared_within_a_kernel_and_forgotten_after():
     for n in casts:
         firsts[(n.args[0], n.span)].append(n.args[0])
     assert len(casts) > len(firsts) and all(all(e is es[0] for e in es) for es in firsts.values())
-    assert build._BUILT == {}
+    assert build._BUILT == []

@@ -177,6 +177,8 @@ def test_clusters_need_hopper():
     ("x: i8 = 0", "use i32", 2),
     ("x = D[0, 1]", "has 1 dimension", 2),
     ("x = frob(1)", "unknown function 'frob'", 2),
+    ("x = fill(D[0:8], 0.0)", "fill\\(\\.\\.\\.\\) is a statement, not a value", 2),
+    ("x = ptx.frob(1)", "unknown intrinsic 'ptx.frob'", 2),
     ("b = alloc((4,), f32)", "missing argument 'scope'", 2),
     ("b = alloc((4,), f32, scope=\"texture\")", "'scope' must be one of", 2),
     ("p = smem_pool()\n    p.commit()\n    q = p.alloc((4,), f32)", "already committed", 4),

@@ -293,7 +293,7 @@ def test_rejected_layouts():
     rejected(row_major, "wgmma +10 +declined: register buffer 'acc'")
     # rows of the accumulator swapped between warps
     swapped = GEMM.replace("2, 4@tid_in_wg, 4, 1@tid_in_wg, 1", "2, 1@tid_in_wg, 4, 8@tid_in_wg, 1")
-    rejected(swapped, "is not in the wgmma fragment layout")
+    rejected(swapped, r"is not in the wgmma fragment layout: thread 1 must hold element \(0, 2\) in its register 0")
     # a tile starting inside a 128B swizzle atom
     rejected(GEMM.replace("Asmem[:, :], Bsmem", "Asmem[4:68, :], Bsmem").replace("acc[:, :], Asmem", "acc[0:64, :], Asmem"),
              "does not start on a 1024-byte boundary")

@@ -54,8 +54,7 @@ PARAM_KINDS = frozenset(
     "generic_addr mem_addr reg values regs expr".split()
 )
 RUNTIME_KINDS = frozenset("index element value pred shared_addr generic_addr mem_addr reg values regs".split())
-"""Kinds whose arguments are evaluated when the kernel runs (the rest are
-compile-time and must be literals by the time the emitter sees them)."""
+"""Kinds whose arguments are evaluated when the kernel runs."""
 
 NOT_LITERAL_KINDS = RUNTIME_KINDS | {"layout", "buffer", "expr"}
 """Kinds whose arguments `Signature.literals` leaves out: the runtime ones,

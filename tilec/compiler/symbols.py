@@ -678,7 +678,7 @@ class Analyses:
 
     The IR is frozen, so a kernel object has one analysis for the whole
     compile: the verifier, check-protocol and infer-scope read the same
-    kernel, and every analysis costs a walk of the whole kernel.  A pass
+    kernel (and emit-ptx the kernel unroll gives), and every analysis costs a walk of the whole kernel.  A pass
     whose rewrite leaves the analysis as it was (infer-scope's scope
     prefixes) or changes it in a way it states (plan-tma's tensor maps)
     hands it on with `carry`, so the pass after it does not analyze again.

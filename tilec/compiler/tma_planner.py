@@ -15,7 +15,9 @@ cannot hold the copy, whose walk is exactly the copy the layouts describe.
 L1  Both layouts are canonicalized; the shared swizzle is stripped and its
     hardware mode recorded; thread, tensor-memory, replica and (global)
     offset parts are refused.  The global layout is grouped by the buffer
-    shape (one stride per dim) and the shared layout sliced to the region.
+    shape (one stride per dim) and the shared layout sliced to the region
+    (a runtime start, or a constant one on a unit dim, on a dim of one
+    iterator is an offset instead: `_shared_digits`).
 L2  The copy's elements are split into *digits*: the sliced shared layout's
     iterators per copied dim, each with its shared stride and the global
     stride its step along the global dim gives.  The *chain* starts at the

@@ -138,7 +138,7 @@ class Built:
     (`register_storage.register_elements`: by buffer name, its name node
     and its elements by coordinate; the indices by value) and the wgmma
     fragments made of them (`wgmma_fragment.fragment_elements`: by
-    ("fragment", id of the coordinates)).  Kept per span, not per call,
+    ("fragment", id of the coordinates), kept with them)).  Kept per span, not per call,
     because the calls of one inlined helper share their span and most of
     what they build (an epilogue's cast and stmatrix of each column
     block)."""
@@ -151,25 +151,38 @@ class Built:
         self.made: dict = {}
 
 
-_BUILT: dict = {}  # id(span) -> Built
-_MOST_SPANS = 256  # more spans than a kernel's calls have: asked outside `dispatch_module` (a test's `select`)
+_BUILT: list = []
+"""The tables (id(span) -> Built) of the kernels being dispatched, the
+innermost last (`sharing_built`)."""
+
+
+class sharing_built:
+    """A `with` block in which `built_at` shares what is built at each span:
+    `dispatch_module`'s, one per kernel, so that nothing outlives the
+    kernel's dispatch.  A class rather than a `contextlib.contextmanager`,
+    like `passmanager.gc_paused`."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> "sharing_built":
+        _BUILT.append({})
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        _BUILT.pop()
 
 
 def built_at(span: ir.Span) -> Built:
-    """What was built at `span` in the kernel being dispatched:
-    `forget_built` empties the table before and after each kernel, so that
-    nothing outlives its compile."""
-    found = _BUILT.get(id(span))
+    """What was built at `span` in the kernel being dispatched
+    (`sharing_built`); asked outside one (a test's `select`), a new `Built`
+    that shares nothing."""
+    if not _BUILT:
+        return Built(span)
+    table = _BUILT[-1]
+    found = table.get(id(span))
     if found is None:
-        if len(_BUILT) >= _MOST_SPANS:
-            _BUILT.clear()
-        found = _BUILT[id(span)] = Built(span)
+        found = table[id(span)] = Built(span)
     return found
-
-
-def forget_built() -> None:
-    """Drop what `built_at` kept."""
-    _BUILT.clear()
 
 
 def located_elements(r: Region, span: ir.Span, dims: Optional[Sequence[int]] = None) -> Callable:

@@ -24,7 +24,7 @@ from tilec.compiler.passmanager import Pass, PassContext
 from tilec.compiler.symbols import Analyses, KernelSymbols
 from tilec.compiler.targets import Target
 from tilec.passes.dispatch import DispatchContext, NameGen, TileOp, select
-from tilec.passes.dispatch.build import forget_built, located
+from tilec.passes.dispatch.build import located, sharing_built
 
 
 class Dispatch(Pass):
@@ -39,16 +39,13 @@ class Dispatch(Pass):
 def dispatch_module(module: ir.Module, target: Target, analyses: Optional[Analyses] = None) -> ir.Module:
     """Every kernel of `module` lowered.  What lowerings build at a call's
     span is shared between the calls of a kernel, and forgotten after it
-    (`build.forget_built`)."""
+    (`build.sharing_built`)."""
     kernels = []
-    try:
-        for k in module.kernels:
-            forget_built()
-            syms = (analyses or Analyses()).of(k, module, target)  # the compile's, kept by plan-tma
-            lowering = _Kernel(target, syms, NameGen(syms.names_in_use(module)))  # (no walk of the kernel)
+    for k in module.kernels:
+        syms = (analyses or Analyses()).of(k, module, target)  # the compile's, kept by plan-tma
+        lowering = _Kernel(target, syms, NameGen(syms.names_in_use(module)))  # (no walk of the kernel)
+        with sharing_built():
             kernels.append(attrs.evolve(k, body=lowering.block(k.body, ())))
-    finally:
-        forget_built()
     return attrs.evolve(module, kernels=tuple(kernels))
 
 

@@ -88,11 +88,11 @@ def fragment_elements(r: Region, threads: Threads, tiles, n: int, what: str, spa
     if span is None:
         return _elements(coords, register_elements(r.buffer, span))
     made = built_at(span).made
-    key = ("fragment", id(coords))  # (`coords` is kept in st.answers: its id stays its)
+    key = ("fragment", id(coords))  # (the entry keeps `coords`, so that its id stays its)
     found = made.get(key)
     if found is None:
-        found = made[key] = _elements(coords, register_elements(r.buffer, span))
-    return found
+        found = made[key] = (coords, _elements(coords, register_elements(r.buffer, span)))
+    return found[1]
 
 
 def _elements(coords: tuple, element) -> tuple:

@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence
 
 
 from tilec.compiler import records
-from tilec.compiler import ir, layout_shape
+from tilec.compiler import ir
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.divisors import known_divisor
 from tilec.compiler.dtypes import DTYPES
@@ -119,15 +119,13 @@ class Addressing:
     # ---- layouts --------------------------------------------------------
 
     def dim_iters(self, buf: Buffer):
-        """Per dim, the layout's iterators outermost first (contiguous runs
-        fused); kept per buffer."""
+        """The buffer's grouped layout (`Buffer.grouped`) and per dim its
+        iterators outermost first, contiguous runs fused; kept per buffer
+        (`layout_memo` keys on the id of a dim's list)."""
         cached = self.grouped.get(buf.name)
         if cached is not None:
             return cached
-        try:
-            g = layout_shape.group(buf.tile_layout, buf.shape)
-        except LayoutError as err:
-            raise err.with_span(buf.span)
+        g = buf.grouped
         cached = self.grouped[buf.name] = g, [fuse_contiguous(g.dim(d)) for d in range(len(buf.shape))]
         return cached
 
@@ -192,13 +190,8 @@ class Addressing:
         and terms are Python ints, computed as the folding `arith` would
         (wrapped to `t` where a product may leave the range), so a constant
         element costs no operands; the constants of the layout are checked
-        to fit as `imm` checks them.  The terms are kept per dim, keep and
-        value: the elements of a register array share their indices' values."""
-        key = (id(iters), keep, v, t)
-        terms = self.layout_memo.get(key)
-        if terms is None:
-            terms = self.layout_memo[key] = self._constant_terms(v, iters, keep, t)
-        for axis, term in terms:
+        to fit as `imm` checks them."""
+        for axis, term in self._constant_terms(v, iters, keep, t):
             s = sums.get(axis)
             if s is None:
                 sums[axis] = term
@@ -206,6 +199,14 @@ class Addressing:
                 self._add_term(sums, axis, term, t)
 
     def _constant_terms(self, v: int, iters, keep, t: str) -> tuple:
+        """The (axis, term) of each digit of constant index `v` in `iters`
+        that `keep` keeps, kept per dim, keep, value and type in
+        `layout_memo`: the elements of a register array share their
+        indices' values."""
+        key = (id(iters), keep, v, t)
+        kept = self.layout_memo.get(key)
+        if kept is not None:
+            return kept
         terms = []
         inner = 1
         for j in range(len(iters) - 1, -1, -1):
@@ -221,7 +222,8 @@ class Addressing:
                     term = wrap(term, t)
                 terms.append((it.axis, term))
             inner *= it.extent
-        return tuple(terms)
+        kept = self.layout_memo[key] = tuple(terms)
+        return kept
 
     def _add_term(self, sums, axis: str, term, t: str) -> None:
         """sums[axis] += term; ints add as ints (wrapped to `t` as the folding
@@ -438,11 +440,7 @@ class Addressing:
         for v, iters in zip(values, dims):
             if not 0 <= v < _SMALL:
                 return None
-            key = (id(iters), _ONLY_M, v, t)
-            terms = self.layout_memo.get(key)
-            if terms is None:
-                terms = self.layout_memo[key] = self._constant_terms(v, iters, _ONLY_M, t)
-            for _, term in terms:  # (all on axis m)
+            for _, term in self._constant_terms(v, iters, _ONLY_M, t):  # (all on axis m)
                 m += term
                 if not 0 <= m < _SMALL:
                     m = wrap(m, t)
@@ -463,15 +461,10 @@ class Addressing:
         (None before a read; `element_type`), until a register array is
         declared again: a lowered GEMM names each accumulator register in
         every instruction."""
-        hit = self.index_refs.get(id(e))
-        if hit is not None and hit[0] is e and (hit[2] or not read):
+        hit = self._kept_ref(e, read)
+        if hit is not None:
             return hit[1]
         key = _element_key(e)
-        if key is not None:
-            kept = self.register_refs.get(key)
-            if kept is not None and (kept[1] or not read):
-                self.index_refs[id(e)] = (e, *kept)
-                return kept[0]
         typed = self.element_type(e, key) if read else None
         ref = self._element_ref(e)
         if key is not None and (ref.reg is not None or ref.word is not None):
@@ -491,32 +484,33 @@ class Addressing:
             typed = self.layout_memo[key[0], len(key)] = self.syms.type_of(e)
         return typed
 
-    def _kept_read(self, e: ir.Index) -> Optional[tuple]:
+    def _kept_ref(self, e: ir.Index, read: bool = True) -> Optional[tuple]:
         """(e, Ref, read type) of a register-array element that `element_ref`
-        has read before (by this node or another at the same constant
-        indices: every instruction of a lowered epilogue reads accumulator
-        elements by nodes of its own), else None; nothing is computed."""
+        has kept (by this node or another at the same constant indices:
+        every instruction of a lowered epilogue reads accumulator elements
+        by nodes of its own), with `read` only if it was read, else None;
+        nothing is computed."""
         hit = self.index_refs.get(id(e))
-        if hit is not None and hit[0] is e and hit[2]:
+        if hit is not None and hit[0] is e and (hit[2] or not read):
             return hit
         key = _element_key(e)
         kept = self.register_refs.get(key) if key is not None else None
-        if kept is not None and kept[1]:
+        if kept is not None and (kept[1] or not read):
             hit = self.index_refs[id(e)] = (e, *kept)
             return hit
         return None
 
     def kept_register(self, e: ir.Index) -> Optional[tuple]:
-        """(register, read type) of an element `_kept_read` knows, when it
+        """(register, read type) of an element `_kept_ref` knows, when it
         lives in a register (not half of a packed word), else None."""
-        hit = self._kept_read(e)
+        hit = self._kept_ref(e)
         return (hit[1].reg, hit[2]) if hit is not None and hit[1].reg is not None else None
 
     def read_type(self, e: ir.Expr) -> str:
         """`type_of(e)`; for a register-array element read before, the type
-        its read gave (`_kept_read`)."""
+        its read gave (`_kept_ref`)."""
         if type(e) is ir.Index:
-            hit = self._kept_read(e)
+            hit = self._kept_ref(e)
             if hit is not None:
                 return hit[2]
         return self.syms.type_of(e)

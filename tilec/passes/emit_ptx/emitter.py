@@ -147,7 +147,7 @@ class KernelEmitter(Expressions, MathCalls, Addressing, IntrinsicCalls, Replay):
         # (at most 29 attributes: past that, CPython 3.11 keeps an instance's attributes in a dict of
         # its own and no `self.x` of the emitter is specialized -- 7% more work on flash_attn_fwd; so
         # related caches share one)
-        self.layout_memo = {}  # `axis_offsets`', `_extents`' and `element_ref`'s read types' caches (see there)
+        self.layout_memo = {}  # the caches of `axis_offsets`, `_constant_terms`, `_extents` and `element_type` (see there)
         self.replays = Replays()  # recordings and expression shapes (`replay.py`)
 
     # ---- output ---------------------------------------------------------

@@ -73,9 +73,10 @@ class EmitAPI:
 
 class RowUse(NamedTuple):
     """An intrinsic row as one kernel's calls use it, worked out at its
-    first call: `runtime` the parameters evaluated when the kernel runs,
-    each with the name errors give it ("ptx.mma: 'd'"), and `literals`
-    whether it has compile-time ones (`Signature.literals` finds none
+    first call: `runtime` the parameters that are not literals (those
+    evaluated when the kernel runs, and a layout, buffer or expression the
+    row reads: `builtins.NOT_LITERAL_KINDS`), each with the name errors give
+    it ("ptx.mma: 'd'"), and `literals` whether it has literal ones (`Signature.literals` finds none
     otherwise: a conversion or a fence skips it)."""
 
     row: intrinsics.Intrinsic
