@@ -103,6 +103,13 @@ LITERALS = frozenset({Int, Float, Bool, Str, DTypeLit})
 a search for names or calls skips them (`type(e) in LITERALS`: node
 classes have no subclasses)."""
 
+NAMES = frozenset({Name})
+"""A name's class alone: what a search for the names in a node looks for
+(`visit.find_all(e, ir.NAMES)`)."""
+
+LEAVES = LITERALS | NAMES
+"""The expression classes that hold no node: the literals and names."""
+
 
 @records.node
 class Unary(Expr):

@@ -436,7 +436,6 @@ def _ir_classes() -> list:
             if isinstance(cls, type) and issubclass(cls, ir.Node) and not cls.__subclasses__()]
 
 
-_NAMES = frozenset({ir.Name})
 
 
 def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None,
@@ -467,7 +466,7 @@ def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Modu
     # the same at each, so a node with children is entered once (`seen`);
     # names are taken from the children directly rather than pushed, and
     # leaves without a name (the literals, half of the nodes) not pushed.
-    skip = _kept(_NAMES)  # None and the literals
+    skip = _kept(ir.NAMES)  # None and the IR classes without children but Name
     seen = set()
     see = seen.add
     if type(node) is Name:

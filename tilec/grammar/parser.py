@@ -281,17 +281,13 @@ def _ir_depth(node: ir.Node, room: int, known: dict) -> int:
     for child in visit.children(node):
         if room == 1:
             return room
-        below = 1 if type(child) in _LEAVES else _ir_depth(child, room - 1, known)
+        below = 1 if type(child) in ir.LEAVES else _ir_depth(child, room - 1, known)
         if below == room - 1:
             return room
         if below > deepest:
             deepest = below
     known[id(node)] = deepest + 1
     return deepest + 1
-
-
-_LEAVES = ir.LITERALS | {ir.Name}
-"""Node classes that hold no node (most of a kernel's nodes): depth 1, no call."""
 
 
 def _eof(text: str):

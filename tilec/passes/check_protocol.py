@@ -117,7 +117,7 @@ class _OwnCalls:
         hit = self.found.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        calls = [call for e in visit.expressions(s) if type(e) not in _NO_CALLS for call in visit.find_all(e, _CALL)]
+        calls = [call for e in visit.expressions(s) if type(e) not in ir.LEAVES for call in visit.find_all(e, _CALL)]
         self.found[id(s)] = (s, calls)
         return calls
 
@@ -125,11 +125,8 @@ class _OwnCalls:
         return [c for s in visit.statements(stmts) for c in self.of(s)]
 
 
-_CALL, _NAME, _INDEX = frozenset({ir.Call}), frozenset({ir.Name}), frozenset({ir.Index})
+_CALL, _INDEX = frozenset({ir.Call}), frozenset({ir.Index})
 
-_NO_CALLS = ir.LITERALS | {ir.Name}
-"""Expression classes that hold no call (a statement's own expressions are
-mostly names and literals: no walk of them)."""
 
 
 def _buffer_name(operand: ir.Expr) -> Optional[str]:
@@ -197,7 +194,7 @@ class _Pending:
     def names(self) -> frozenset:
         """The names the region mentions (found once: every assignment asks
         of every access still pending)."""
-        return frozenset(n.id for n in visit.find_all(self.region, _NAME))
+        return frozenset(n.id for n in visit.find_all(self.region, ir.NAMES))
 
 
 _FIELDS = ("tma", "cp_async", "writes", "accumulators")
@@ -296,7 +293,7 @@ class _Flow:
     def reads(self, e: Optional[ir.Expr], state: _State) -> None:
         """Element reads inside an expression.  Only what is in flight makes
         a read a finding (`read`), and mostly nothing is: no walk then."""
-        if e is None or type(e) in _NO_CALLS or not (state.tma or state.cp_async or state.accumulators):
+        if e is None or type(e) in ir.LEAVES or not (state.tma or state.cp_async or state.accumulators):
             return
         for node in visit.find_all(e, _INDEX):
             if _buffer_name(node) in self.syms.buffers:

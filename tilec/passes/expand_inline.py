@@ -530,7 +530,7 @@ class _Expander:
 
 _SUBSTITUTED = frozenset({ir.Name, ir.Call, ir.Method})  # the nodes `subst` may change
 _RENAMED = frozenset({ir.Name, ir.For})  # the nodes a helper's locals are renamed in
-_CALLS, _NAMES = frozenset({ir.Call}), frozenset({ir.Name})  # (what `visit.find_all` looks for)
+_CALLS = frozenset({ir.Call})  # (what `visit.find_all` looks for)
 
 
 class _HelperCall(Exception):
@@ -563,7 +563,7 @@ def _constant_condition(cond: ir.Expr) -> Optional[ir.Bool]:
 
 
 def _names_in(e: ir.Expr) -> set:
-    return {n.id for n in visit.find_all(e, _NAMES)}
+    return {n.id for n in visit.find_all(e, ir.NAMES)}
 
 
 def _buffers_bound(stmts) -> set:

@@ -38,7 +38,6 @@ class FoldConstants(Pass):
         return attrs.evolve(module, kernels=tuple(_decide_params(k, mentioned) for k in module.kernels))
 
 
-_NAME = frozenset({ir.Name})
 
 
 def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
@@ -64,7 +63,7 @@ def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
         absent.pop(p.name, None)
     if mentioned.isdisjoint(absent):
         return kernel
-    for node in visit.find_all(kernel, _NAME):
+    for node in visit.find_all(kernel, ir.NAMES):
         if node.id in absent:
             p = absent[node.id]
             where = f" (at {p.cond.span})" if p.cond.span else ""
@@ -77,7 +76,7 @@ def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
 
 
 def _not_constant(p: ir.Param) -> str:
-    names = sorted({n.id for n in visit.find_all(p.cond, _NAME)})
+    names = sorted({n.id for n in visit.find_all(p.cond, ir.NAMES)})
     if names:
         return (
             f"the condition of parameter '{p.name}' must be known at compile time: "

@@ -59,7 +59,6 @@ class InferScope(Pass):
         return attrs.evolve(module, kernels=tuple(kernels))
 
 
-_NAME = frozenset({ir.Name})
 
 
 def _finest(*scopes: str) -> str:
@@ -144,7 +143,7 @@ class _Kernel:
             return e.id in self.id_stride
         if kind in ir.LITERALS:
             return False
-        return any(n.id in self.id_stride for n in visit.find_all(e, _NAME))
+        return any(n.id in self.id_stride for n in visit.find_all(e, ir.NAMES))
 
     # -- operands ----------------------------------------------------------
 

@@ -261,7 +261,7 @@ def _declarations(k: ir.Kernel) -> Tuple[Dict[str, ir.Call], set, dict]:
     return found, taken, mentions
 
 
-_NAMES_AND_CALLS, _NAME = frozenset({ir.Name, ir.Call}), frozenset({ir.Name})
+_NAMES_AND_CALLS = frozenset({ir.Name, ir.Call})
 
 
 def _configure(name: str, call: ir.Call, names: NameGen, dims: set) -> Scheduler:
@@ -347,7 +347,7 @@ class _Lowering:
         if isinstance(node, ir.Stmt):
             return node
         schedulers = self.schedulers
-        for n in visit.find_all(node, _NAME):
+        for n in visit.find_all(node, ir.NAMES):
             if n.id in schedulers:
                 return self.expr(node)
         return node

@@ -15,8 +15,8 @@ from tilec.compiler.fold import fold_expr
 from tilec.compiler.region import Region, plus as add
 
 __all__ = [
-    "add", "assign", "built_at", "conj", "const", "copy_vec", "difference", "floordiv", "forget_built", "guarded",
-    "located", "located_elements", "mod", "mul",
+    "add", "assign", "built_at", "conj", "const", "copy_vec", "difference", "floordiv", "guarded",
+    "located", "located_elements", "mod", "mul", "sharing_built",
 ]
 
 
