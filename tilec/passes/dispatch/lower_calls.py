@@ -12,7 +12,6 @@ points at the primitive that produced them.
 """
 from __future__ import annotations
 
-import operator
 from typing import Optional
 
 import attrs
@@ -78,15 +77,15 @@ class _Kernel:
             negated = ir.Unary("not", s.cond, span=s.cond.span)
             then = self.body(s.then, guards + (s.cond,))
             orelse = self.body(s.orelse, guards + (negated,), keep_empty=True)
-            return [s if _same(then, s.then) and _same(orelse, s.orelse) else visit.evolve(s, then=then, orelse=orelse)]
+            return [visit.keep(s, then=then, orelse=orelse)]
         if isinstance(s, ir.While):
             body = self.body(s.body, guards + (s.cond,))
-            return [s if _same(body, s.body) else visit.evolve(s, body=body)]
+            return [visit.keep(s, body=body)]
         if isinstance(s, ir.For):
             # a thread-dependent trip count leaves threads out of the body too
             trips = ir.Binary("<", s.start, s.stop, span=s.span)
             body = self.body(s.body, guards + (trips,))
-            return [s if _same(body, s.body) else visit.evolve(s, body=body)]
+            return [visit.keep(s, body=body)]
         return [s]
 
     def lower(self, call: ir.Call, guards: tuple) -> list:
@@ -97,10 +96,3 @@ class _Kernel:
         except TilecError as err:
             raise err.with_span(op.span)
         return [located(s, op.span) for s in selection.stmts]
-
-
-
-def _same(new: tuple, old: tuple) -> bool:
-    """Whether a lowered block is the block it came from, statement for
-    statement (nothing in it was a tile-primitive call)."""
-    return len(new) == len(old) and all(map(operator.is_, new, old))

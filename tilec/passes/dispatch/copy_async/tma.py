@@ -136,16 +136,19 @@ def lower(op: TileOp, ctx: DispatchContext) -> list:
     span = op.span
     tmap_addr = ir.Call("address_of", (ir.Name(tmap.name, span=span),), span=span)
     first = _first_element(shared.buffer, op)
+    issues = _issues(args["tma_issues"], op)
+    if load:
+        kwargs = _load_kwargs(args, ctx, op)  # (first: a load without mbar= is refused there)
+        mbar = located(args["mbar"], span)
+    else:
+        kwargs = _store_kwargs(args, tmap, glob.dtype, op)
     out = []
-    for coords, offset in _issues(args["tma_issues"], op):
+    for coords, offset in issues:
         addr = _address(shared.buffer, offset, first, span)
         coords = located(coords, span)
         if load:
-            kwargs = _load_kwargs(args, ctx, op)  # (first: a load without mbar= is refused there)
-            call = ir.Call("ptx.cp_async.bulk.tensor.g2s", (addr, located(args["mbar"], span), tmap_addr, coords),
-                           kwargs, span=span)
+            call = ir.Call("ptx.cp_async.bulk.tensor.g2s", (addr, mbar, tmap_addr, coords), kwargs, span=span)
         else:
-            kwargs = _store_kwargs(args, tmap, glob.dtype, op)
             call = ir.Call("ptx.cp_async.bulk.tensor.s2g", (addr, tmap_addr, coords), kwargs, span=span)
         out.append(ir.ExprStmt(call, span=span))
     return out
