@@ -205,9 +205,14 @@ class Signature:
         return {p.name: p for p in self.params}
 
     @functools.cached_property
-    def _compile_time(self) -> tuple:
+    def compile_time(self) -> tuple:
         """The parameters `literals` reads: those taking compile-time literals."""
         return tuple(p for p in self.params if p.kind not in NOT_LITERAL_KINDS)
+
+    @functools.cached_property
+    def not_literal(self) -> tuple:
+        """The others: evaluated when the kernel runs, or read as expressions."""
+        return tuple(p for p in self.params if p.kind in NOT_LITERAL_KINDS)
 
     def literals(self, what: str, bound: Dict, span) -> Dict:
         """The compile-time arguments of a bound call as Python values (ints,
@@ -215,7 +220,7 @@ class Signature:
         compile-time argument that is not a literal is a located error: the
         fold pass should have made it one."""
         out = {}
-        for p in self._compile_time:
+        for p in self.compile_time:
             arg = bound[p.name]
             if p.variadic:
                 out[p.name] = tuple(literal(what, p, a, span) for a in arg)

@@ -1401,7 +1401,7 @@ class _Analyzer:
                 return
             if intrinsics.is_intrinsic_name(f):
                 intrinsics.lookup(f, e.span)  # an unknown intrinsic: a located error
-        if row is not None:
+        else:
             bound = self.syms.bound(e)
             if row.check is not None:
                 row.check(row.signature.literals(f, bound, e.span), e.span)

@@ -294,7 +294,7 @@ class Addressing:
         facts = self._extents(buf)
         big = facts[2]
         if big is None:  # (asked only here: `nbytes` may be an error the wide index avoids)
-            big = facts[2] = not buf.runtime_dims and buf.nbytes >= 2**31
+            big = facts[2] = not facts[0] and buf.nbytes >= 2**31
         return "i64" if big else "i32"
 
     def runtime_offset(self, buf: Buffer, indices: Sequence[ir.Expr], t: str) -> Operand:

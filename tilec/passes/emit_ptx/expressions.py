@@ -25,6 +25,7 @@ from tilec.compiler.math_fns import MATH
 from tilec.compiler.value_types import (FLOAT_TYPES, FP8_TYPES, NARROW_INT_TYPES, POINTER_TYPES, is_float, is_int,
                                        is_signed)
 from tilec.passes.emit_ptx.registers import Operand, bit_type, immediate, ptx_type, width
+from tilec.passes.emit_ptx.replay import REPLAYED
 
 _SETP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 _INT_OPS = {"+": "add", "-": "sub", "*": "mul.lo", "&": "and", "|": "or", "^": "xor"}
@@ -33,20 +34,15 @@ _ROUND_INT = {"rn": "rni", "rz": "rzi", "rm": "rmi", "rp": "rpi"}
 _HALF = ("f16", "bf16")
 
 
-_REPLAYED = frozenset({ir.Binary, ir.Unary, ir.Select})
-"""The expressions whose emission `value` replays (`replay.py`) when their
-shape allows: the others emit one instruction or none."""
-
-
 def _compound(e: ir.Expr) -> bool:
-    """Whether `e` (of a `_REPLAYED` class) has an operand of one: an
+    """Whether `e` (of a `REPLAYED` class) has an operand of one: an
     operation on leaves emits one instruction or two, which a replay would
     not make cheaper (`a + b`, and every `acc += x` of an unrolled loop)."""
     kind = type(e)
     if kind is ir.Binary:
-        return type(e.lhs) in _REPLAYED or type(e.rhs) in _REPLAYED
+        return type(e.lhs) in REPLAYED or type(e.rhs) in REPLAYED
     if kind is ir.Unary:
-        return type(e.operand) in _REPLAYED
+        return type(e.operand) in REPLAYED
     return True
 
 
@@ -160,7 +156,7 @@ class Expressions:
         how = self.value_functions.get(kind)  # node classes have no subclasses: one look, not a chain of isinstance
         if how is None:
             return self.literal(e, want)
-        if replay and kind in _REPLAYED and _compound(e):
+        if replay and kind in REPLAYED and _compound(e):
             sid = self.shape(e)
             if sid is not None:
                 key, params = self.value_key(sid, want)

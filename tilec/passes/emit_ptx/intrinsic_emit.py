@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import List, NamedTuple, Optional, Tuple
 
 from tilec.compiler import intrinsics, ir
-from tilec.compiler.builtins import NOT_LITERAL_KINDS, ParamSpec
+from tilec.compiler.builtins import ParamSpec
 from tilec.compiler.diagnostics import TilecError
 from tilec.compiler.intrinsics import Operands
 from tilec.compiler.value_types import assignable
@@ -85,9 +85,8 @@ class RowUse(NamedTuple):
 
 
 def row_use(row: intrinsics.Intrinsic) -> RowUse:
-    params = row.signature.params
-    runtime = tuple((p, f"{row.name}: '{p.name}'") for p in params if p.kind in NOT_LITERAL_KINDS)
-    return RowUse(row, runtime, len(runtime) < len(params))
+    sig = row.signature
+    return RowUse(row, tuple((p, f"{row.name}: '{p.name}'") for p in sig.not_literal), bool(sig.compile_time))
 
 
 class IntrinsicCalls:

@@ -42,7 +42,11 @@ _SEEN = object()
 _NEVER = object()
 """A key whose emission cannot be replayed (it made a label)."""
 
-_SHAPE_KINDS = frozenset({ir.Name, ir.Int, ir.Float, ir.Bool, ir.Binary, ir.Unary, ir.Select})
+REPLAYED = frozenset({ir.Binary, ir.Unary, ir.Select})
+"""The expressions whose emission `expressions.value` replays when their
+shape allows: the others emit one instruction or none."""
+
+_SHAPE_KINDS = REPLAYED | {ir.Name, ir.Int, ir.Float, ir.Bool}
 """The expression nodes whose emission reads nothing but their operands'
 registers: no memory, no call, no label (an `and`, `or` or select of such
 operands emits no branch)."""
