@@ -68,7 +68,7 @@ def test_transform_rebuilds_the_path_to_what_fn_changed_and_keeps_the_rest():
     assert out.args[0] is keep and out.kwargs is e.kwargs
 
 
-_LEAVES = ir.LITERALS | {ir.Name, ir.Pass}
+_LEAVES = ir.LEAVES | {ir.Pass}
 """The classes of the nodes that have no children."""
 
 
@@ -92,3 +92,16 @@ def test_identifiers_are_every_name_the_walk_meets(module):
             if isinstance(n, ir.InlineDef):
                 expected.update(n.params)
     assert visit.identifiers(module) == expected
+
+
+def test_map_blocks_makes_an_emptied_block_pass_keeps_an_empty_orelse_and_an_unchanged_statement():
+    """A rewrite of a statement's blocks: one left empty becomes `pass`
+    (at its first statement's span) so the IR still prints, an `orelse`
+    may stay empty, and a statement whose blocks are unchanged is itself."""
+    span = ir.Span("t.tile", 3, 5, 3, 9)
+    body = (ir.ExprStmt(ir.Call("f", ()), span=span),)
+    s = ir.If(ir.Name("c"), body, body)
+    out = visit.map_blocks(s, lambda block: (), ("then", "orelse"))
+    assert out.then == (ir.Pass(),) and out.then[0].span is span and out.orelse == ()
+    assert visit.map_blocks(s, lambda block: tuple(block), ("then", "orelse")) is s
+    assert visit.map_blocks(s, lambda block: (), ("orelse",)).then is body

@@ -266,15 +266,11 @@ def prune(node: ir.Node) -> ir.Node:
     blocks, kernels = fields
     if not (blocks or kernels):
         return node
-    changes = {}
-    for name in blocks:
-        value = getattr(node, name)
-        if value:
-            block = _prune_block(value)
-            changes[name] = block if block or name == "orelse" else (ir.Pass(span=value[0].span),)
-    for name in kernels:
-        changes[name] = tuple(prune(v) for v in getattr(node, name))
-    return visit.keep(node, **changes)
+    if blocks:
+        node = visit.map_blocks(node, _prune_block, blocks)
+    if kernels:
+        node = visit.keep(node, **{name: tuple(prune(v) for v in getattr(node, name)) for name in kernels})
+    return node
 
 
 def _block_fields(cls) -> tuple:

@@ -157,6 +157,11 @@ class Call(Expr):
     span: Optional[Span] = _span()
 
 
+CALLS = frozenset({Call})
+"""A call's class alone: what a search for the calls in a node looks for
+(`visit.find_all(e, ir.CALLS)`)."""
+
+
 @records.node
 class Method(Expr):
     """`obj.name(args)`: buffer views (`.local`, `.view`, `.ptr_to`), the pool

@@ -7,7 +7,7 @@ attrs fields, so a new node class needs no change here.
 from __future__ import annotations
 
 import operator
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Sequence
 
 import attrs
 
@@ -276,6 +276,20 @@ def keep(node: ir.Node, **fields) -> ir.Node:
     return node
 
 
+def map_blocks(s: ir.Stmt, fn: Callable[[tuple], tuple], fields: Sequence[str]) -> ir.Stmt:
+    """`s` with `fn` applied to each of its blocks named in `fields` that
+    holds statements; a block `fn` leaves empty becomes `pass` (an `orelse`
+    stays empty), so the printed IR still parses; `s` itself when no block
+    changed (`keep`)."""
+    changes = {}
+    for field in fields:
+        value = getattr(s, field)
+        if value:
+            block = fn(value)
+            changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
+    return keep(s, **changes)
+
+
 def evolve(node: ir.Node, **changes) -> ir.Node:
     """`attrs.evolve(node, **changes)` for IR nodes, without asking attrs for
     the fields of the class at each call, and passing them by position (a
@@ -405,7 +419,7 @@ def _kept(only) -> frozenset:
     and `find_all` looking for `only` passes over, without a look: None's,
     and with `only`, the IR classes without children that are not in it.
     (A child field holds a node, a tuple of nodes or None: `ir.py`'s
-    annotations.)  Found once per `only`, a frozenset (or None)."""
+    annotations.)  Found once per `only` (None, or a frozenset of classes)."""
     kept = _KEPT.get(only)
     if kept is None:
         kept = {type(None)}
@@ -434,8 +448,6 @@ def _ir_classes() -> list:
     `ir.Node` and have no subclass (`Expr` and `Stmt` are only bases)."""
     return [cls for cls in vars(ir).values()
             if isinstance(cls, type) and issubclass(cls, ir.Node) and not cls.__subclasses__()]
-
-
 
 
 def identifiers(node: ir.Node, skip_helper_bodies: bool = False, module: ir.Module | None = None,

@@ -58,13 +58,7 @@ def _block(stmts) -> tuple:
             cond = fold_expr(s.cond)
             if isinstance(cond, ir.Bool):  # fold-constants keeps only the branch taken
                 fields = ("then",) if cond.value else ("orelse",)
-        changes = {}
-        for field in fields:
-            value = getattr(s, field)
-            if value:
-                block = _block(value)
-                changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
-        out.append(visit.keep(s, **changes))
+        out.append(visit.map_blocks(s, _block, fields))
     return tuple(out)
 
 

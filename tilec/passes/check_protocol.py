@@ -117,7 +117,7 @@ class _OwnCalls:
         hit = self.found.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        calls = [call for e in visit.expressions(s) if type(e) not in ir.LEAVES for call in visit.find_all(e, _CALL)]
+        calls = [call for e in visit.expressions(s) if type(e) not in ir.LEAVES for call in visit.find_all(e, ir.CALLS)]
         self.found[id(s)] = (s, calls)
         return calls
 
@@ -125,8 +125,7 @@ class _OwnCalls:
         return [c for s in visit.statements(stmts) for c in self.of(s)]
 
 
-_CALL, _INDEX = frozenset({ir.Call}), frozenset({ir.Index})
-
+_INDEX = frozenset({ir.Index})
 
 
 def _buffer_name(operand: ir.Expr) -> Optional[str]:
@@ -162,8 +161,6 @@ def _overlap(a: ir.Expr, b: ir.Expr) -> bool:
         if ix is None or iy is None or ix[1] <= iy[0] or iy[1] <= ix[0]:
             return False
     return True
-
-
 
 
 def _barrier(mbar: Optional[ir.Expr]) -> Optional[str]:

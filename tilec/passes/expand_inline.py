@@ -530,7 +530,6 @@ class _Expander:
 
 _SUBSTITUTED = frozenset({ir.Name, ir.Call, ir.Method})  # the nodes `subst` may change
 _RENAMED = frozenset({ir.Name, ir.For})  # the nodes a helper's locals are renamed in
-_CALLS = frozenset({ir.Call})  # (what `visit.find_all` looks for)
 
 
 class _HelperCall(Exception):
@@ -542,7 +541,7 @@ _MEMORY_CALLS = frozenset({"alloc", "alloc_shared", "alloc_local", "decl_buffer"
 
 def _helper_call(expr: ir.Expr, env: dict) -> Optional[ir.Call]:
     """The first call of an inline helper in `expr` (pre-order), or None."""
-    for n in visit.find_all(expr, _CALLS):
+    for n in visit.find_all(expr, ir.CALLS):
         b = env.get(n.func)
         if b is not None and b.kind == "helper":
             return n

@@ -38,8 +38,6 @@ class FoldConstants(Pass):
         return attrs.evolve(module, kernels=tuple(_decide_params(k, mentioned) for k in module.kernels))
 
 
-
-
 def _decide_params(kernel: ir.Kernel, mentioned: set) -> ir.Kernel:
     """`kernel` with its conditional parameters present or gone.
     `mentioned` holds every name the module mentions (when a kernel has a

@@ -59,8 +59,6 @@ class InferScope(Pass):
         return attrs.evolve(module, kernels=tuple(kernels))
 
 
-
-
 def _finest(*scopes: str) -> str:
     return min(scopes, key=_ORDER.index)
 

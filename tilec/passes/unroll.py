@@ -98,14 +98,8 @@ class _Unroller:
         fields = visit.block_fields(type(s))
         if not fields:
             return s
-        changes = {}
         inner = visible | {s.var} if isinstance(s, ir.For) else visible
-        for field in fields:
-            value = getattr(s, field)
-            if value:
-                block = self.block(value, inner)
-                changes[field] = block if block or field == "orelse" else (ir.Pass(span=value[0].span),)
-        return visit.keep(s, **changes)
+        return visit.map_blocks(s, lambda block: self.block(block, inner), fields)
 
     def expand(self, loop: ir.For, visible: set, env: dict) -> list:
         """The copies of `loop`, whose names in `env` (an enclosing loop's
